@@ -1,0 +1,99 @@
+/*
+ * onesided.h: the public extensions of onesided.
+ *
+ * onesided provides MPI one-sided communication (every MPI_Win_* call and
+ * every RMA operation) in place of the host MPI's own, through the MPI
+ * profiling interface. Programs need no change: link -lonesided before the
+ * MPI library, or run under the `onesided-run` launcher (LD_PRELOAD).
+ * This header is only for programs that want more than the MPI standard
+ * gives: statistics, the configuration table, and the info keys.
+ *
+ * Tunables are set with environment variables (process-wide defaults) and,
+ * where a window-level info key exists, per window with MPI_Info at window
+ * creation or MPI_Win_set_info. `ONESIDED_HELP=1` prints the table at
+ * MPI_Init; onesided_print_config() prints it at any time.
+ */
+#ifndef ONESIDED_H
+#define ONESIDED_H
+
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ONESIDED_VERSION_MAJOR 0
+#define ONESIDED_VERSION_MINOR 1
+
+/* ---------------------------------------------------------------- info keys
+ * Window info keys onesided reads, besides the standard ones it honours
+ * (no_locks, accumulate_ordering, accumulate_ops, same_size, same_disp_unit,
+ * alloc_shared_noncontig). Values are integers; "true"/"false" also work. */
+
+/* Most regions a process may attach to a dynamic window at once (default 256). */
+#define ONESIDED_INFO_DYNAMIC_MAX_REGIONS "onesided_dynamic_max_regions"
+/* "1": queue every operation of a fence epoch to the closing fence, as in the
+ * MPICH-2 design (paper 003). Default "0": operations run at once when the
+ * opening fence synchronized, and are queued only after MPI_MODE_NOPRECEDE. */
+#define ONESIDED_INFO_FENCE_DEFER "onesided_fence_defer"
+
+/* --------------------------------------------------------------- statistics
+ * Every window counts what it did; set ONESIDED_STATS=1 for a report at
+ * MPI_Finalize, or read the counters with onesided_win_get_stats. Counters
+ * whose name starts with "fallback" count uses of a slower path. */
+typedef enum {
+    ONESIDED_STAT_PUT_OPS,          /* MPI_Put and MPI_Rput calls */
+    ONESIDED_STAT_PUT_BYTES,        /* bytes they moved */
+    ONESIDED_STAT_GET_OPS,          /* MPI_Get and MPI_Rget calls */
+    ONESIDED_STAT_GET_BYTES,
+    ONESIDED_STAT_ACC_OPS,          /* MPI_Accumulate and MPI_Raccumulate calls */
+    ONESIDED_STAT_ACC_BYTES,
+    ONESIDED_STAT_GET_ACC_OPS,      /* MPI_Get_accumulate and MPI_Rget_accumulate calls */
+    ONESIDED_STAT_GET_ACC_BYTES,
+    ONESIDED_STAT_FOP_OPS,          /* MPI_Fetch_and_op calls */
+    ONESIDED_STAT_CAS_OPS,          /* MPI_Compare_and_swap calls */
+    ONESIDED_STAT_REQUEST_OPS,      /* operations of the request-based R* forms */
+    ONESIDED_STAT_FENCES,           /* MPI_Win_fence calls */
+    ONESIDED_STAT_FENCE_SYNCS,      /* fences that synchronized (no MPI_MODE_NOPRECEDE) */
+    ONESIDED_STAT_PSCW_ACCESS,      /* MPI_Win_start/complete epochs */
+    ONESIDED_STAT_PSCW_EXPOSURE,    /* MPI_Win_post/wait epochs */
+    ONESIDED_STAT_LOCK_SHARED,      /* MPI_Win_lock(MPI_LOCK_SHARED) epochs */
+    ONESIDED_STAT_LOCK_EXCLUSIVE,   /* MPI_Win_lock(MPI_LOCK_EXCLUSIVE) epochs */
+    ONESIDED_STAT_LOCK_ALL,         /* MPI_Win_lock_all epochs */
+    ONESIDED_STAT_LOCK_ACQUIRED,    /* lock words taken (lock_all takes one per target) */
+    ONESIDED_STAT_LOCK_CONTENDED,   /* ... of which had to wait for another holder */
+    ONESIDED_STAT_FLUSHES,          /* MPI_Win_flush* calls */
+    ONESIDED_STAT_ACC_ATOMIC_ELEMS, /* accumulate elements updated by one CPU atomic each */
+    ONESIDED_STAT_ACC_EXCL_ELEMS,   /* ... updated with plain stores under an exclusive lock */
+    ONESIDED_STAT_FALLBACK_CMA,     /* operations on memory this process cannot map (MPI_Win_create,
+                                       dynamic windows): moved by process_vm_readv/writev */
+    ONESIDED_STAT_FALLBACK_ACC_MUTEX, /* accumulates serialized by the target's accumulate mutex
+                                         (elements wider than 8 bytes, misaligned, or not mapped) */
+    ONESIDED_STAT_FALLBACK_FENCE_DEFERRED, /* operations queued to the closing fence */
+    ONESIDED_STAT_FALLBACK_PACKED,  /* accumulates that packed a non-contiguous buffer first */
+    ONESIDED_STAT_COUNT
+} onesided_stat_t;
+
+typedef struct {
+    uint64_t counter[ONESIDED_STAT_COUNT];
+} onesided_win_stats_t;
+
+/* Name of a counter, e.g. "put_ops"; NULL for an invalid index. */
+const char *onesided_stat_name(int stat);
+
+/* Copy the calling process's counters of a window created by onesided.
+ * Returns MPI_SUCCESS, or MPI_ERR_WIN when win is not one of onesided's. */
+int onesided_win_get_stats(MPI_Win win, onesided_win_stats_t *stats);
+
+/* Print the table of tunables: variable, info key, current value, default, help. */
+void onesided_print_config(FILE *out);
+
+/* 1 when onesided is the RMA implementation of this process (after MPI_Init). */
+int onesided_active(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

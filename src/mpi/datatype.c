@@ -1,0 +1,360 @@
+/* MPI datatypes -> flattened types. Predefined types come from a table built
+ * at init; derived types are decoded once through MPI_Type_get_envelope and
+ * MPI_Type_get_contents and cached, and an attribute's delete callback drops
+ * the cache entry when the program frees the type (handles are reused). */
+#include "os_mpi.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static os_hmap_t types; /* handle -> os_dtype_t* (predefined and cached) */
+static int cache_keyval = MPI_KEYVAL_INVALID;
+
+static uintptr_t key_of(MPI_Datatype dt)
+{
+    /* MPICH handles are ints, Open MPI's pointers; 0 must never be a key. */
+    return (uintptr_t)dt ^ (uintptr_t)0x5a5a0000u;
+}
+
+static os_basic_t int_basic(int size, bool is_signed)
+{
+    switch (size) {
+    case 1: return is_signed ? OS_B_INT8 : OS_B_UINT8;
+    case 2: return is_signed ? OS_B_INT16 : OS_B_UINT16;
+    case 4: return is_signed ? OS_B_INT32 : OS_B_UINT32;
+    case 8: return is_signed ? OS_B_INT64 : OS_B_UINT64;
+    default: return OS_B_OPAQUE;
+    }
+}
+
+static os_basic_t float_basic(int size, bool is_long_double)
+{
+    if (is_long_double)
+        return OS_B_LONG_DOUBLE;
+    return size == 4 ? OS_B_FLOAT : size == 8 ? OS_B_DOUBLE : OS_B_OPAQUE;
+}
+
+static os_basic_t complex_basic(int size, bool is_long_double)
+{
+    if (is_long_double)
+        return OS_B_C_LONG_DOUBLE_COMPLEX;
+    return size == 8 ? OS_B_C_FLOAT_COMPLEX : size == 16 ? OS_B_C_DOUBLE_COMPLEX : OS_B_OPAQUE;
+}
+
+enum kind { K_SINT, K_UINT, K_CHAR, K_FINT, K_FLOAT, K_LDOUBLE, K_COMPLEX, K_LDCOMPLEX,
+            K_BOOL, K_LOGICAL, K_BYTE, K_OPAQUE, K_PAIR };
+
+static void add(MPI_Datatype dt, enum kind k, os_basic_t pair, size_t pair_size)
+{
+    int size;
+    MPI_Aint lb, extent;
+    if (dt == MPI_DATATYPE_NULL || os_hmap_get(&types, key_of(dt)))
+        return;
+    PMPI_Type_size(dt, &size);
+    PMPI_Type_get_extent(dt, &lb, &extent);
+    os_basic_t b = OS_B_OPAQUE;
+    os_class_t c = OS_CLASS_NONE;
+    switch (k) {
+    case K_SINT: b = int_basic(size, true); c = OS_CLASS_CINT; break;
+    case K_UINT: b = int_basic(size, false); c = OS_CLASS_CINT; break;
+    case K_CHAR: b = int_basic(size, true); c = OS_CLASS_CHAR; break;
+    case K_FINT: b = int_basic(size, true); c = OS_CLASS_FINT; break;
+    case K_FLOAT: b = float_basic(size, false); c = OS_CLASS_FLOAT; break;
+    case K_LDOUBLE: b = float_basic(size, true); c = OS_CLASS_FLOAT; break;
+    case K_COMPLEX: b = complex_basic(size, false); c = OS_CLASS_COMPLEX; break;
+    case K_LDCOMPLEX: b = complex_basic(size, true); c = OS_CLASS_COMPLEX; break;
+    case K_BOOL: b = OS_B_BOOL; c = OS_CLASS_LOGICAL; break;
+    case K_LOGICAL: b = size == 4 ? OS_B_LOGICAL : OS_B_OPAQUE; c = OS_CLASS_LOGICAL; break;
+    case K_BYTE: b = OS_B_UINT8; c = OS_CLASS_BYTE; break;
+    case K_OPAQUE: b = OS_B_OPAQUE; c = OS_CLASS_NONE; break;
+    case K_PAIR: b = pair; c = OS_CLASS_PAIR; size = (int)pair_size; break;
+    }
+    if (b == OS_B_OPAQUE)
+        c = OS_CLASS_NONE; /* no arithmetic on representations we do not know */
+    os_dtype_t *t = os_dtype_new_basic(b, c, (size_t)size, extent);
+    if (t)
+        os_hmap_put(&types, key_of(dt), t);
+}
+
+/* Data bytes of a pair type: up to the end of its index field. */
+#define PAIR_DATA(V, I) (offsetof(struct { V v; I i; }, i) + sizeof(I))
+
+void os_mpi_dtype_init(void)
+{
+    add(MPI_CHAR, K_CHAR, 0, 0);
+    add(MPI_SIGNED_CHAR, K_SINT, 0, 0);
+    add(MPI_UNSIGNED_CHAR, K_UINT, 0, 0);
+    add(MPI_WCHAR, K_UINT, 0, 0);
+    add(MPI_SHORT, K_SINT, 0, 0);
+    add(MPI_UNSIGNED_SHORT, K_UINT, 0, 0);
+    add(MPI_INT, K_SINT, 0, 0);
+    add(MPI_UNSIGNED, K_UINT, 0, 0);
+    add(MPI_LONG, K_SINT, 0, 0);
+    add(MPI_UNSIGNED_LONG, K_UINT, 0, 0);
+    add(MPI_LONG_LONG_INT, K_SINT, 0, 0);
+    add(MPI_LONG_LONG, K_SINT, 0, 0);
+    add(MPI_UNSIGNED_LONG_LONG, K_UINT, 0, 0);
+    add(MPI_INT8_T, K_SINT, 0, 0);
+    add(MPI_INT16_T, K_SINT, 0, 0);
+    add(MPI_INT32_T, K_SINT, 0, 0);
+    add(MPI_INT64_T, K_SINT, 0, 0);
+    add(MPI_UINT8_T, K_UINT, 0, 0);
+    add(MPI_UINT16_T, K_UINT, 0, 0);
+    add(MPI_UINT32_T, K_UINT, 0, 0);
+    add(MPI_UINT64_T, K_UINT, 0, 0);
+    add(MPI_AINT, K_SINT, 0, 0);
+    add(MPI_OFFSET, K_SINT, 0, 0);
+    add(MPI_COUNT, K_SINT, 0, 0);
+    add(MPI_FLOAT, K_FLOAT, 0, 0);
+    add(MPI_DOUBLE, K_FLOAT, 0, 0);
+    add(MPI_LONG_DOUBLE, K_LDOUBLE, 0, 0);
+    add(MPI_C_BOOL, K_BOOL, 0, 0);
+    add(MPI_C_FLOAT_COMPLEX, K_COMPLEX, 0, 0);
+    add(MPI_C_COMPLEX, K_COMPLEX, 0, 0);
+    add(MPI_C_DOUBLE_COMPLEX, K_COMPLEX, 0, 0);
+    add(MPI_C_LONG_DOUBLE_COMPLEX, K_LDCOMPLEX, 0, 0);
+    add(MPI_BYTE, K_BYTE, 0, 0);
+    add(MPI_PACKED, K_OPAQUE, 0, 0);
+    add(MPI_FLOAT_INT, K_PAIR, OS_B_FLOAT_INT, PAIR_DATA(float, int));
+    add(MPI_DOUBLE_INT, K_PAIR, OS_B_DOUBLE_INT, PAIR_DATA(double, int));
+    add(MPI_LONG_INT, K_PAIR, OS_B_LONG_INT, PAIR_DATA(long, int));
+    add(MPI_2INT, K_PAIR, OS_B_2INT, PAIR_DATA(int, int));
+    add(MPI_SHORT_INT, K_PAIR, OS_B_SHORT_INT, PAIR_DATA(short, int));
+    add(MPI_LONG_DOUBLE_INT, K_PAIR, OS_B_LONG_DOUBLE_INT, PAIR_DATA(long double, int));
+#ifdef MPI_CXX_BOOL
+    add(MPI_CXX_BOOL, K_BOOL, 0, 0);
+    add(MPI_CXX_FLOAT_COMPLEX, K_COMPLEX, 0, 0);
+    add(MPI_CXX_DOUBLE_COMPLEX, K_COMPLEX, 0, 0);
+    add(MPI_CXX_LONG_DOUBLE_COMPLEX, K_LDCOMPLEX, 0, 0);
+#endif
+    /* Fortran types: the handles exist even when no Fortran program runs. */
+    add(MPI_CHARACTER, K_OPAQUE, 0, 0);
+    add(MPI_INTEGER, K_FINT, 0, 0);
+    add(MPI_INTEGER1, K_FINT, 0, 0);
+    add(MPI_INTEGER2, K_FINT, 0, 0);
+    add(MPI_INTEGER4, K_FINT, 0, 0);
+    add(MPI_INTEGER8, K_FINT, 0, 0);
+    add(MPI_REAL, K_FLOAT, 0, 0);
+    add(MPI_DOUBLE_PRECISION, K_FLOAT, 0, 0);
+    add(MPI_REAL4, K_FLOAT, 0, 0);
+    add(MPI_REAL8, K_FLOAT, 0, 0);
+    add(MPI_REAL16, K_OPAQUE, 0, 0); /* quad precision: no arithmetic here */
+    add(MPI_COMPLEX, K_COMPLEX, 0, 0);
+    add(MPI_DOUBLE_COMPLEX, K_COMPLEX, 0, 0);
+    add(MPI_COMPLEX8, K_COMPLEX, 0, 0);
+    add(MPI_COMPLEX16, K_COMPLEX, 0, 0);
+    add(MPI_COMPLEX32, K_OPAQUE, 0, 0);
+    add(MPI_LOGICAL, K_LOGICAL, 0, 0);
+    add(MPI_2INTEGER, K_PAIR, OS_B_2INT, PAIR_DATA(int, int));
+    add(MPI_2REAL, K_PAIR, OS_B_2FLOAT, PAIR_DATA(float, float));
+    add(MPI_2DOUBLE_PRECISION, K_PAIR, OS_B_2DOUBLE, PAIR_DATA(double, double));
+}
+
+static int cache_delete(MPI_Datatype dt, int keyval, void *val, void *extra)
+{
+    (void)keyval;
+    (void)extra;
+    os_dtype_t *t = os_hmap_del(&types, key_of(dt));
+    os_dtype_release(t ? t : val);
+    return MPI_SUCCESS;
+}
+
+static os_status_t decode(MPI_Datatype dt, os_dtype_t **out);
+
+/* A predefined type of an F90 combiner: the matching type by size. */
+static os_status_t decode_f90(MPI_Datatype dt, int combiner, os_dtype_t **out)
+{
+    int size;
+    MPI_Aint lb, extent;
+    PMPI_Type_size(dt, &size);
+    PMPI_Type_get_extent(dt, &lb, &extent);
+    os_basic_t b = combiner == MPI_COMBINER_F90_INTEGER ? int_basic(size, true)
+                   : combiner == MPI_COMBINER_F90_REAL  ? float_basic(size, false)
+                                                        : complex_basic(size, false);
+    os_class_t c = b == OS_B_OPAQUE                       ? OS_CLASS_NONE
+                   : combiner == MPI_COMBINER_F90_INTEGER ? OS_CLASS_FINT
+                   : combiner == MPI_COMBINER_F90_REAL    ? OS_CLASS_FLOAT
+                                                          : OS_CLASS_COMPLEX;
+    os_dtype_t *t = os_dtype_new_basic(b, c, (size_t)size, extent);
+    if (!t)
+        return OS_ERR(OS_ERR_NOMEM, "F90 datatype");
+    t->predefined = false;
+    *out = t;
+    return OS_OK;
+}
+
+/* Build from the type's constructor arguments; returns a new reference. */
+static os_status_t decode(MPI_Datatype dt, os_dtype_t **out)
+{
+    os_status_t st = OS_OK;
+    int ni, na, nd, comb;
+    int *ints = NULL;
+    MPI_Aint *aints = NULL;
+    MPI_Datatype *kids = NULL;
+    os_dtype_t **sub = NULL;
+    size_t *lens = NULL;
+    ptrdiff_t *displs = NULL;
+    int nsub = 0;
+
+    os_dtype_t *known = os_hmap_get(&types, key_of(dt));
+    if (known) {
+        os_dtype_retain(known);
+        *out = known;
+        return OS_OK;
+    }
+    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS)
+        return OS_ERR(OS_ERR_TYPE, "not a datatype");
+    if (comb == MPI_COMBINER_NAMED)
+        return OS_ERR(OS_ERR_TYPE, "predefined datatype unknown to onesided");
+    if (comb == MPI_COMBINER_F90_INTEGER || comb == MPI_COMBINER_F90_REAL ||
+        comb == MPI_COMBINER_F90_COMPLEX)
+        return decode_f90(dt, comb, out);
+
+    ints = malloc(sizeof *ints * (size_t)(ni + 1));
+    aints = malloc(sizeof *aints * (size_t)(na + 1));
+    kids = malloc(sizeof *kids * (size_t)(nd + 1));
+    sub = calloc((size_t)nd + 1, sizeof *sub);
+    if (!ints || !aints || !kids || !sub) {
+        st = OS_ERR(OS_ERR_NOMEM, "decoding a datatype");
+        goto out;
+    }
+    PMPI_Type_get_contents(dt, ni, na, nd, ints, aints, kids);
+    for (nsub = 0; nsub < nd; nsub++) {
+        st = decode(kids[nsub], &sub[nsub]);
+        if (st) {
+            nsub++;
+            goto out;
+        }
+    }
+    size_t count = ni ? (size_t)(ints[0] < 0 ? 0 : ints[0]) : 0;
+    lens = malloc(sizeof *lens * (count + 1));
+    displs = malloc(sizeof *displs * (count + 1));
+    if (!lens || !displs) {
+        st = OS_ERR(OS_ERR_NOMEM, "decoding a datatype");
+        goto out;
+    }
+    os_dtype_t *c0 = nd ? sub[0] : NULL;
+    switch (comb) {
+    case MPI_COMBINER_DUP:
+        os_dtype_retain(c0);
+        *out = c0;
+        goto out;
+    case MPI_COMBINER_CONTIGUOUS:
+        st = os_dtype_new_contiguous(count, c0, out);
+        break;
+    case MPI_COMBINER_VECTOR:
+        st = os_dtype_new_hvector(count, (size_t)ints[1], (ptrdiff_t)ints[2] * c0->extent, c0, out);
+        break;
+    case MPI_COMBINER_HVECTOR:
+        st = os_dtype_new_hvector(count, (size_t)ints[1], aints[0], c0, out);
+        break;
+    case MPI_COMBINER_INDEXED:
+        for (size_t i = 0; i < count; i++) {
+            lens[i] = (size_t)ints[1 + i];
+            displs[i] = (ptrdiff_t)ints[1 + count + i] * c0->extent;
+        }
+        st = os_dtype_new_hindexed(count, lens, displs, c0, out);
+        break;
+    case MPI_COMBINER_HINDEXED:
+        for (size_t i = 0; i < count; i++) {
+            lens[i] = (size_t)ints[1 + i];
+            displs[i] = aints[i];
+        }
+        st = os_dtype_new_hindexed(count, lens, displs, c0, out);
+        break;
+    case MPI_COMBINER_INDEXED_BLOCK:
+        for (size_t i = 0; i < count; i++) {
+            lens[i] = (size_t)ints[1];
+            displs[i] = (ptrdiff_t)ints[2 + i] * c0->extent;
+        }
+        st = os_dtype_new_hindexed(count, lens, displs, c0, out);
+        break;
+    case MPI_COMBINER_HINDEXED_BLOCK:
+        for (size_t i = 0; i < count; i++) {
+            lens[i] = (size_t)ints[1];
+            displs[i] = aints[i];
+        }
+        st = os_dtype_new_hindexed(count, lens, displs, c0, out);
+        break;
+    case MPI_COMBINER_STRUCT:
+        for (size_t i = 0; i < count; i++) {
+            lens[i] = (size_t)ints[1 + i];
+            displs[i] = aints[i];
+        }
+        st = os_dtype_new_struct(count, lens, displs, sub, out);
+        break;
+    case MPI_COMBINER_SUBARRAY: {
+        int n = ints[0];
+        st = os_dtype_new_subarray(n, ints + 1, ints + 1 + n, ints + 1 + 2 * n,
+                                   ints[1 + 3 * n] == MPI_ORDER_FORTRAN, c0, out);
+        break;
+    }
+    case MPI_COMBINER_RESIZED:
+        st = os_dtype_new_resized(c0, aints[0], aints[1], out);
+        break;
+    default:
+        st = OS_ERR(OS_ERR_TYPE, "datatypes built with combiner %d (e.g. MPI_Type_create_darray) "
+                    "are not supported in RMA by onesided", comb);
+        break;
+    }
+    if (!st) {
+        /* The host MPI's bounds are authoritative (alignment padding of structs). */
+        MPI_Aint lb, extent;
+        PMPI_Type_get_extent(dt, &lb, &extent);
+        os_dtype_set_bounds(*out, lb, extent);
+    }
+out:
+    for (int i = 0; i < nsub; i++) {
+        int a, b, c, k;
+        os_dtype_release(sub[i]);
+        PMPI_Type_get_envelope(kids[i], &a, &b, &c, &k);
+        if (k != MPI_COMBINER_NAMED)
+            PMPI_Type_free(&kids[i]);
+    }
+    free(ints);
+    free(aints);
+    free(kids);
+    free(sub);
+    free(lens);
+    free(displs);
+    return st;
+}
+
+os_status_t os_mpi_dtype(MPI_Datatype dt, os_dtype_t **out)
+{
+    os_dtype_t *t = os_hmap_get(&types, key_of(dt));
+    if (t) {
+        *out = t;
+        return OS_OK;
+    }
+    if (dt == MPI_DATATYPE_NULL)
+        return OS_ERR(OS_ERR_TYPE, "MPI_DATATYPE_NULL");
+    os_status_t st = decode(dt, &t);
+    if (st)
+        return st;
+    if (cache_keyval == MPI_KEYVAL_INVALID)
+        PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, cache_delete, &cache_keyval, NULL);
+    if ((st = os_hmap_put(&types, key_of(dt), t))) {
+        os_dtype_release(t);
+        return st;
+    }
+    /* The cache holds this reference until the program frees the type. */
+    PMPI_Type_set_attr(dt, cache_keyval, t);
+    *out = t;
+    return OS_OK;
+}
+
+int os_mpi_op(MPI_Op op)
+{
+    static const struct { MPI_Op mpi; os_op_t os; } map[] = {
+        { MPI_SUM, OS_OP_SUM }, { MPI_PROD, OS_OP_PROD }, { MPI_MIN, OS_OP_MIN },
+        { MPI_MAX, OS_OP_MAX }, { MPI_LAND, OS_OP_LAND }, { MPI_LOR, OS_OP_LOR },
+        { MPI_LXOR, OS_OP_LXOR }, { MPI_BAND, OS_OP_BAND }, { MPI_BOR, OS_OP_BOR },
+        { MPI_BXOR, OS_OP_BXOR }, { MPI_MAXLOC, OS_OP_MAXLOC }, { MPI_MINLOC, OS_OP_MINLOC },
+        { MPI_REPLACE, OS_OP_REPLACE }, { MPI_NO_OP, OS_OP_NO_OP },
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].mpi == op)
+            return (int)map[i].os;
+    return -1;
+}

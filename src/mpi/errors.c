@@ -1,0 +1,93 @@
+/* Errors: status -> MPI class, and delivery through the object's handler. */
+#include "os_mpi.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int os_mpi_error_class(os_status_t st)
+{
+    switch (st) {
+    case OS_OK: return MPI_SUCCESS;
+    case OS_ERR_ARG: return MPI_ERR_ARG;
+    case OS_ERR_COMM: return MPI_ERR_COMM;
+    case OS_ERR_RANK: return MPI_ERR_RANK;
+    case OS_ERR_COUNT: return MPI_ERR_COUNT;
+    case OS_ERR_TYPE: return MPI_ERR_TYPE;
+    case OS_ERR_OP: return MPI_ERR_OP;
+    case OS_ERR_DISP: return MPI_ERR_DISP;
+    case OS_ERR_SIZE: return MPI_ERR_SIZE;
+    case OS_ERR_INFO: return MPI_ERR_INFO_VALUE;
+    case OS_ERR_ASSERT: return MPI_ERR_ASSERT;
+    case OS_ERR_LOCKTYPE: return MPI_ERR_LOCKTYPE;
+    case OS_ERR_WIN: return MPI_ERR_WIN;
+    case OS_ERR_RANGE: return MPI_ERR_RMA_RANGE;
+    case OS_ERR_TRUNCATE: return MPI_ERR_TRUNCATE;
+    case OS_ERR_SYNC: return MPI_ERR_RMA_SYNC;
+    case OS_ERR_CONFLICT: return MPI_ERR_RMA_CONFLICT;
+    case OS_ERR_ATTACH: return MPI_ERR_RMA_ATTACH;
+    case OS_ERR_SHARED: return MPI_ERR_RMA_SHARED;
+    case OS_ERR_FLAVOR: return MPI_ERR_RMA_FLAVOR;
+    case OS_ERR_NOMEM: return MPI_ERR_NO_MEM;
+    case OS_ERR_UNSUPPORTED: return MPI_ERR_UNSUPPORTED_OPERATION;
+    default: return MPI_ERR_OTHER;
+    }
+}
+
+static const char *class_name(int cls)
+{
+    static char buf[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (PMPI_Error_string(cls, buf, &len) != MPI_SUCCESS)
+        snprintf(buf, sizeof buf, "error class %d", cls);
+    return buf;
+}
+
+static bool is_fatal(MPI_Errhandler eh)
+{
+#ifdef MPI_ERRORS_ABORT
+    if (eh == MPI_ERRORS_ABORT)
+        return true;
+#endif
+    return eh == MPI_ERRORS_ARE_FATAL;
+}
+
+static void die(MPI_Comm comm, const char *call, int cls)
+{
+    int rank = -1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "onesided: fatal error in %s on rank %d: %s\n  %s\n", call, rank,
+            os_error_message(), class_name(cls));
+    fflush(stderr);
+    PMPI_Abort(comm, cls);
+}
+
+int os_mpi_raise_win(MPI_Win handle, const char *call, os_status_t st)
+{
+    int cls = os_mpi_error_class(st);
+    os_win_t *w = os_mpi_win(handle);
+    if (!w)
+        return os_mpi_raise_comm(MPI_COMM_WORLD, call, st);
+    MPI_Errhandler eh;
+    PMPI_Win_get_errhandler(handle, &eh);
+    bool fatal = is_fatal(eh);
+    PMPI_Errhandler_free(&eh);
+    if (fatal)
+        die(w->comm, call, cls);
+    PMPI_Win_call_errhandler(handle, cls);
+    return cls;
+}
+
+int os_mpi_raise_comm(MPI_Comm comm, const char *call, os_status_t st)
+{
+    int cls = os_mpi_error_class(st);
+    MPI_Errhandler eh;
+    if (comm == MPI_COMM_NULL)
+        comm = MPI_COMM_WORLD;
+    PMPI_Comm_get_errhandler(comm, &eh);
+    bool fatal = is_fatal(eh);
+    PMPI_Errhandler_free(&eh);
+    if (fatal)
+        die(comm, call, cls);
+    PMPI_Comm_call_errhandler(comm, cls);
+    return cls;
+}

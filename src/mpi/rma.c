@@ -1,0 +1,162 @@
+/* MPI_Put ... MPI_Compare_and_swap, their R* and large-count forms. */
+#include "os_mpi.h"
+
+/* Requests of R* operations: the operation is complete when issued, so the
+ * request is a generalized request completed at once. */
+static int req_query(void *extra, MPI_Status *status)
+{
+    (void)extra;
+    PMPI_Status_set_elements(status, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+}
+
+static int req_free(void *extra)
+{
+    (void)extra;
+    return MPI_SUCCESS;
+}
+
+static int req_cancel(void *extra, int complete)
+{
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+static int completed_request(MPI_Request *req)
+{
+    int rc = PMPI_Grequest_start(req_query, req_free, req_cancel, NULL, req);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Grequest_complete(*req);
+    return rc;
+}
+
+/* Common path of every operation: handles, counts, types, op, then the engine. */
+static int issue(const char *call, MPI_Win win, os_rma_op_t *op, MPI_Datatype odt,
+                 MPI_Datatype tdt, MPI_Datatype rdt, MPI_Op mop, MPI_Count ocount,
+                 MPI_Count tcount, MPI_Count rcount, MPI_Request *req)
+{
+    os_status_t st = OS_OK;
+    os_win_t *w = os_mpi_win(win);
+    if (!w)
+        return os_mpi_raise_win(win, call, OS_ERR(OS_ERR_WIN, "%s: not a window", call));
+    if (ocount < 0 || tcount < 0 || rcount < 0) {
+        st = OS_ERR(OS_ERR_COUNT, "%s: negative count", call);
+        goto out;
+    }
+    if (op->target == MPI_PROC_NULL)
+        goto out;
+    op->ocount = (size_t)ocount;
+    op->tcount = (size_t)tcount;
+    op->rcount = (size_t)rcount;
+    op->request = req != NULL;
+    if (mop != MPI_OP_NULL || op->kind >= OS_RMA_ACC) {
+        int o = op->kind == OS_RMA_CAS ? OS_OP_REPLACE : os_mpi_op(mop);
+        if (o < 0) {
+            st = OS_ERR(OS_ERR_OP, "%s: only predefined reduction operations are allowed", call);
+            goto out;
+        }
+        op->op = (uint8_t)o;
+    }
+    if ((st = os_mpi_dtype(tdt, &op->ttype)))
+        goto out;
+    /* The origin buffer of MPI_NO_OP is ignored, datatype included. */
+    if (odt == MPI_DATATYPE_NULL && op->op == OS_OP_NO_OP && op->kind >= OS_RMA_ACC)
+        op->otype = op->ttype;
+    else if ((st = os_mpi_dtype(odt, &op->otype)))
+        goto out;
+    if (rdt != MPI_DATATYPE_NULL && (st = os_mpi_dtype(rdt, &op->rtype)))
+        goto out;
+    if ((op->kind == OS_RMA_FOP || op->kind == OS_RMA_CAS) && !op->ttype->predefined) {
+        st = OS_ERR(OS_ERR_TYPE, "%s needs a predefined datatype", call);
+        goto out;
+    }
+    if (op->kind == OS_RMA_CAS) {
+        os_class_t c = (os_class_t)op->ttype->cls;
+        if (c != OS_CLASS_CINT && c != OS_CLASS_FINT && c != OS_CLASS_LOGICAL &&
+            c != OS_CLASS_BYTE && c != OS_CLASS_CHAR) {
+            st = OS_ERR(OS_ERR_TYPE, "%s: elements of type %s cannot be compared", call,
+                        os_basic_name(op->ttype->basic));
+            goto out;
+        }
+    }
+    st = os_rma_issue(w, op);
+out:
+    if (st)
+        return os_mpi_raise_win(win, call, st);
+    return req ? completed_request(req) : MPI_SUCCESS;
+}
+
+#define PUT_LIKE(NAME, KIND, CT, ORIGIN_CONST, REQ_DECL, REQ)                                  \
+    int NAME(ORIGIN_CONST void *origin_addr, CT origin_count, MPI_Datatype origin_datatype,    \
+             int target_rank, MPI_Aint target_disp, CT target_count,                           \
+             MPI_Datatype target_datatype, MPI_Win win REQ_DECL)                               \
+    {                                                                                          \
+        os_rma_op_t op = { .kind = KIND, .target = target_rank, .origin = origin_addr,         \
+                           .tdisp = target_disp };                                             \
+        return issue(#NAME, win, &op, origin_datatype, target_datatype, MPI_DATATYPE_NULL,     \
+                     MPI_OP_NULL, origin_count, target_count, 0, REQ);                         \
+    }
+#define COMMA ,
+PUT_LIKE(MPI_Put, OS_RMA_PUT, int, const, , NULL)
+PUT_LIKE(MPI_Put_c, OS_RMA_PUT, MPI_Count, const, , NULL)
+PUT_LIKE(MPI_Get, OS_RMA_GET, int, , , NULL)
+PUT_LIKE(MPI_Get_c, OS_RMA_GET, MPI_Count, , , NULL)
+PUT_LIKE(MPI_Rput, OS_RMA_PUT, int, const, COMMA MPI_Request *request, request)
+PUT_LIKE(MPI_Rput_c, OS_RMA_PUT, MPI_Count, const, COMMA MPI_Request *request, request)
+PUT_LIKE(MPI_Rget, OS_RMA_GET, int, , COMMA MPI_Request *request, request)
+PUT_LIKE(MPI_Rget_c, OS_RMA_GET, MPI_Count, , COMMA MPI_Request *request, request)
+
+#define ACC_LIKE(NAME, CT, REQ_DECL, REQ)                                                      \
+    int NAME(const void *origin_addr, CT origin_count, MPI_Datatype origin_datatype,           \
+             int target_rank, MPI_Aint target_disp, CT target_count,                           \
+             MPI_Datatype target_datatype, MPI_Op mpi_op, MPI_Win win REQ_DECL)                \
+    {                                                                                          \
+        os_rma_op_t op = { .kind = OS_RMA_ACC, .target = target_rank, .origin = origin_addr,   \
+                           .tdisp = target_disp };                                             \
+        return issue(#NAME, win, &op, origin_datatype, target_datatype, MPI_DATATYPE_NULL,     \
+                     mpi_op, origin_count, target_count, 0, REQ);                              \
+    }
+ACC_LIKE(MPI_Accumulate, int, , NULL)
+ACC_LIKE(MPI_Accumulate_c, MPI_Count, , NULL)
+ACC_LIKE(MPI_Raccumulate, int, COMMA MPI_Request *request, request)
+ACC_LIKE(MPI_Raccumulate_c, MPI_Count, COMMA MPI_Request *request, request)
+
+#define GET_ACC_LIKE(NAME, CT, REQ_DECL, REQ)                                                  \
+    int NAME(const void *origin_addr, CT origin_count, MPI_Datatype origin_datatype,           \
+             void *result_addr, CT result_count, MPI_Datatype result_datatype,                 \
+             int target_rank, MPI_Aint target_disp, CT target_count,                           \
+             MPI_Datatype target_datatype, MPI_Op mpi_op, MPI_Win win REQ_DECL)                \
+    {                                                                                          \
+        os_rma_op_t op = { .kind = OS_RMA_GET_ACC, .target = target_rank,                      \
+                           .origin = origin_addr, .result = result_addr,                       \
+                           .tdisp = target_disp };                                             \
+        return issue(#NAME, win, &op, origin_datatype, target_datatype, result_datatype,       \
+                     mpi_op, origin_count, target_count, result_count, REQ);                   \
+    }
+GET_ACC_LIKE(MPI_Get_accumulate, int, , NULL)
+GET_ACC_LIKE(MPI_Get_accumulate_c, MPI_Count, , NULL)
+GET_ACC_LIKE(MPI_Rget_accumulate, int, COMMA MPI_Request *request, request)
+GET_ACC_LIKE(MPI_Rget_accumulate_c, MPI_Count, COMMA MPI_Request *request, request)
+
+int MPI_Fetch_and_op(const void *origin_addr, void *result_addr, MPI_Datatype datatype,
+                     int target_rank, MPI_Aint target_disp, MPI_Op mpi_op, MPI_Win win)
+{
+    os_rma_op_t op = { .kind = OS_RMA_FOP, .target = target_rank, .origin = origin_addr,
+                       .result = result_addr, .tdisp = target_disp };
+    return issue("MPI_Fetch_and_op", win, &op, datatype, datatype, datatype, mpi_op, 1, 1, 1,
+                 NULL);
+}
+
+int MPI_Compare_and_swap(const void *origin_addr, const void *compare_addr, void *result_addr,
+                         MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
+                         MPI_Win win)
+{
+    os_rma_op_t op = { .kind = OS_RMA_CAS, .target = target_rank, .origin = origin_addr,
+                       .compare = compare_addr, .result = result_addr, .tdisp = target_disp };
+    return issue("MPI_Compare_and_swap", win, &op, datatype, datatype, datatype, MPI_OP_NULL,
+                 1, 1, 1, NULL);
+}

@@ -1,0 +1,211 @@
+/* Process-wide state: initialization, the window registry, statistics. */
+#include "os_mpi.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+static bool initialized;
+static os_hmap_t windows;
+/* The last window looked up: most programs use one window at a time. */
+static MPI_Win last_handle = MPI_WIN_NULL;
+static os_win_t *last_win;
+
+static uintptr_t key_of(MPI_Win h)
+{
+    return (uintptr_t)h ^ (uintptr_t)0x5a5a0000u;
+}
+
+/* Report pending statistics when MPI_Finalize frees MPI_COMM_SELF's attributes
+ * (MPI guarantees this happens first thing in MPI_Finalize). */
+static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    (void)val;
+    (void)extra;
+    os_mpi_stats_report();
+    return MPI_SUCCESS;
+}
+
+static int auto_spin_limit(void)
+{
+    /* Oversubscribed nodes (more ranks than cores) want waiters to yield at
+     * once; otherwise spinning a little is cheaper than a system call. */
+    MPI_Comm node;
+    int local = 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    PMPI_Comm_size(node, &local);
+    PMPI_Comm_free(&node);
+    return cores > 0 && local > cores ? 16 : 2000;
+}
+
+void os_mpi_init(void)
+{
+    int flag = 0, rank = 0, keyval;
+    if (initialized)
+        return;
+    PMPI_Initialized(&flag);
+    if (!flag)
+        return;
+    initialized = true;
+    os_config_load();
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    os_log_set_rank(rank);
+    os_spin_limit = os_config.spin_count >= 0 ? os_config.spin_count : auto_spin_limit();
+    os_cma_enable();
+    os_mpi_dtype_init();
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &keyval, NULL);
+    PMPI_Comm_set_attr(MPI_COMM_SELF, keyval, NULL);
+    if (os_config.help && rank == 0)
+        os_config_print(stdout);
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS)
+        os_mpi_init();
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS)
+        os_mpi_init();
+    return rc;
+}
+
+os_win_t *os_mpi_win(MPI_Win handle)
+{
+    if (handle == last_handle && handle != MPI_WIN_NULL)
+        return last_win;
+    os_win_t *w = os_hmap_get(&windows, key_of(handle));
+    if (w) {
+        last_handle = handle;
+        last_win = w;
+    }
+    return w;
+}
+
+os_status_t os_mpi_win_register(os_win_t *w)
+{
+    return os_hmap_put(&windows, key_of(w->handle), w);
+}
+
+void os_mpi_win_unregister(os_win_t *w)
+{
+    os_hmap_del(&windows, key_of(w->handle));
+    last_handle = MPI_WIN_NULL;
+    last_win = NULL;
+}
+
+/* ------------------------------------------------------------- statistics */
+
+const char *onesided_stat_name(int stat)
+{
+    static const char *const names[ONESIDED_STAT_COUNT] = {
+        "put_ops", "put_bytes", "get_ops", "get_bytes", "acc_ops", "acc_bytes",
+        "get_acc_ops", "get_acc_bytes", "fop_ops", "cas_ops", "request_ops", "fences",
+        "fence_syncs", "pscw_access_epochs", "pscw_exposure_epochs", "lock_shared_epochs",
+        "lock_exclusive_epochs", "lock_all_epochs", "lock_acquired", "lock_contended",
+        "flushes", "acc_atomic_elems", "acc_exclusive_elems", "fallback_cma",
+        "fallback_acc_mutex", "fallback_fence_deferred", "fallback_packed",
+    };
+    return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
+}
+
+int onesided_win_get_stats(MPI_Win win, onesided_win_stats_t *stats)
+{
+    os_win_t *w = os_mpi_win(win);
+    if (!w)
+        return MPI_ERR_WIN;
+    *stats = w->stats;
+    return MPI_SUCCESS;
+}
+
+void onesided_print_config(FILE *out)
+{
+    os_config_print(out);
+}
+
+int onesided_active(void)
+{
+    return initialized;
+}
+
+/* Reports of freed windows, kept on the window's rank 0 until MPI_Finalize. */
+static char *report;
+static size_t report_len;
+
+static void append(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void append(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n <= 0)
+        return;
+    if ((size_t)n >= sizeof line)
+        n = sizeof line - 1;
+    char *r = realloc(report, report_len + (size_t)n + 1);
+    if (!r)
+        return;
+    report = r;
+    memcpy(report + report_len, line, (size_t)n + 1);
+    report_len += (size_t)n;
+}
+
+void os_mpi_stats_collect(os_win_t *w, MPI_Win handle)
+{
+    if (!os_config.stats)
+        return;
+    static const char *const flavor[] = { "create", "allocate", "shared", "dynamic" };
+    uint64_t sum[ONESIDED_STAT_COUNT];
+    char name[MPI_MAX_OBJECT_NAME] = "";
+    int len = 0;
+    PMPI_Win_get_name(handle, name, &len);
+    PMPI_Reduce(w->stats.counter, sum, ONESIDED_STAT_COUNT, MPI_UINT64_T, MPI_SUM, 0, w->comm);
+    if (os_config.stats >= 2) {
+        /* One line per rank, gathered so that rank 0 prints them in order. */
+        uint64_t *all = w->rank == 0 ? malloc(sizeof(uint64_t) * ONESIDED_STAT_COUNT * (size_t)w->nranks) : NULL;
+        PMPI_Gather(w->stats.counter, ONESIDED_STAT_COUNT, MPI_UINT64_T, all,
+                    ONESIDED_STAT_COUNT, MPI_UINT64_T, 0, w->comm);
+        if (w->rank == 0 && all) {
+            append("onesided stats: window '%s' (%s, %d processes) per rank:\n", name,
+                   flavor[w->flavor], w->nranks);
+            for (int r = 0; r < w->nranks; r++) {
+                append("  rank %d:", r);
+                for (int s = 0; s < ONESIDED_STAT_COUNT; s++)
+                    if (all[(size_t)r * ONESIDED_STAT_COUNT + (size_t)s])
+                        append(" %s=%llu", onesided_stat_name(s),
+                               (unsigned long long)all[(size_t)r * ONESIDED_STAT_COUNT + (size_t)s]);
+                append("\n");
+            }
+        }
+        free(all);
+    }
+    if (w->rank != 0)
+        return;
+    append("onesided stats: window '%s' (%s, %d processes), summed over ranks:\n", name,
+           flavor[w->flavor], w->nranks);
+    for (int s = 0; s < ONESIDED_STAT_COUNT; s++)
+        if (sum[s] || strncmp(onesided_stat_name(s), "fallback", 8) == 0)
+            append("  %-26s %llu\n", onesided_stat_name(s), (unsigned long long)sum[s]);
+}
+
+void os_mpi_stats_report(void)
+{
+    if (report) {
+        fputs(report, stdout);
+        fflush(stdout);
+    }
+    free(report);
+    report = NULL;
+    report_len = 0;
+}

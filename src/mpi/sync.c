@@ -1,0 +1,157 @@
+/* MPI_Win_fence, post/start/complete/wait/test, lock/unlock, flush, sync. */
+#include "os_mpi.h"
+
+#include <stdlib.h>
+
+#define WIN_OR_RAISE(call)                                                                     \
+    os_win_t *w = os_mpi_win(win);                                                             \
+    if (!w)                                                                                    \
+        return os_mpi_raise_win(win, call, OS_ERR(OS_ERR_WIN, "%s: not a window", call));
+
+static int done(MPI_Win win, const char *call, os_status_t st)
+{
+    return st ? os_mpi_raise_win(win, call, st) : MPI_SUCCESS;
+}
+
+int MPI_Win_fence(int assert, MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_fence");
+    return done(win, "MPI_Win_fence", os_win_fence(w, assert));
+}
+
+/* Ranks of a group, as ranks of the window's group. */
+static os_status_t group_ranks(os_win_t *w, MPI_Group group, int **ranks, int *n)
+{
+    int size;
+    if (group == MPI_GROUP_NULL)
+        return OS_ERR(OS_ERR_ARG, "MPI_GROUP_NULL");
+    PMPI_Group_size(group, &size);
+    int *in = malloc(sizeof *in * (size_t)(size + 1));
+    int *out = malloc(sizeof *out * (size_t)(size + 1));
+    if (!in || !out) {
+        free(in);
+        free(out);
+        return OS_ERR(OS_ERR_NOMEM, "group of %d", size);
+    }
+    for (int i = 0; i < size; i++)
+        in[i] = i;
+    PMPI_Group_translate_ranks(group, size, in, w->group, out);
+    free(in);
+    for (int i = 0; i < size; i++) {
+        if (out[i] == MPI_UNDEFINED) {
+            free(out);
+            return OS_ERR(OS_ERR_RANK, "process %d of the group is not in the window's group", i);
+        }
+    }
+    *ranks = out;
+    *n = size;
+    return OS_OK;
+}
+
+int MPI_Win_post(MPI_Group group, int assert, MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_post");
+    int *ranks = NULL, n = 0;
+    os_status_t st = group_ranks(w, group, &ranks, &n);
+    if (!st)
+        st = os_win_post(w, ranks, n, assert);
+    free(ranks);
+    return done(win, "MPI_Win_post", st);
+}
+
+int MPI_Win_start(MPI_Group group, int assert, MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_start");
+    int *ranks = NULL, n = 0;
+    os_status_t st = group_ranks(w, group, &ranks, &n);
+    if (!st)
+        st = os_win_start(w, ranks, n, assert);
+    free(ranks);
+    return done(win, "MPI_Win_start", st);
+}
+
+int MPI_Win_complete(MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_complete");
+    return done(win, "MPI_Win_complete", os_win_complete(w));
+}
+
+int MPI_Win_wait(MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_wait");
+    return done(win, "MPI_Win_wait", os_win_wait(w));
+}
+
+int MPI_Win_test(MPI_Win win, int *flag)
+{
+    WIN_OR_RAISE("MPI_Win_test");
+    return done(win, "MPI_Win_test", os_win_test(w, flag));
+}
+
+int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_lock");
+    os_status_t st;
+    if (lock_type != MPI_LOCK_SHARED && lock_type != MPI_LOCK_EXCLUSIVE)
+        st = OS_ERR(OS_ERR_LOCKTYPE, "MPI_Win_lock: lock type %d is neither MPI_LOCK_SHARED "
+                    "nor MPI_LOCK_EXCLUSIVE", lock_type);
+    else if (rank == MPI_PROC_NULL)
+        return MPI_SUCCESS;
+    else
+        st = os_win_lock(w, lock_type == MPI_LOCK_EXCLUSIVE, rank, assert);
+    return done(win, "MPI_Win_lock", st);
+}
+
+int MPI_Win_unlock(int rank, MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_unlock");
+    if (rank == MPI_PROC_NULL)
+        return MPI_SUCCESS;
+    return done(win, "MPI_Win_unlock", os_win_unlock(w, rank));
+}
+
+int MPI_Win_lock_all(int assert, MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_lock_all");
+    return done(win, "MPI_Win_lock_all", os_win_lock_all(w, assert));
+}
+
+int MPI_Win_unlock_all(MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_unlock_all");
+    return done(win, "MPI_Win_unlock_all", os_win_unlock_all(w));
+}
+
+int MPI_Win_flush(int rank, MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_flush");
+    if (rank == MPI_PROC_NULL)
+        return MPI_SUCCESS;
+    return done(win, "MPI_Win_flush", os_win_flush(w, rank, false));
+}
+
+int MPI_Win_flush_all(MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_flush_all");
+    return done(win, "MPI_Win_flush_all", os_win_flush(w, 0, true));
+}
+
+int MPI_Win_flush_local(int rank, MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_flush_local");
+    if (rank == MPI_PROC_NULL)
+        return MPI_SUCCESS;
+    return done(win, "MPI_Win_flush_local", os_win_flush(w, rank, false));
+}
+
+int MPI_Win_flush_local_all(MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_flush_local_all");
+    return done(win, "MPI_Win_flush_local_all", os_win_flush(w, 0, true));
+}
+
+int MPI_Win_sync(MPI_Win win)
+{
+    WIN_OR_RAISE("MPI_Win_sync");
+    return done(win, "MPI_Win_sync", os_win_sync(w));
+}

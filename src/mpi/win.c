@@ -1,0 +1,289 @@
+/* Window creation, free, attributes, info, shared queries, dynamic memory. */
+#include "os_mpi.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Standard hints onesided accepts; given values are kept for MPI_Win_get_info. */
+static const char *const standard_keys[] = {
+    "no_locks", "accumulate_ordering", "accumulate_ops", "same_size", "same_disp_unit",
+    "alloc_shared_noncontig", "mpi_accumulate_granularity",
+};
+
+static os_status_t read_info(MPI_Info info, os_config_t *cfg, bool *noncontig, MPI_Info *kept)
+{
+    int nkeys = 0, flag, len;
+    char key[MPI_MAX_INFO_KEY + 1], *val = NULL;
+    os_status_t st = OS_OK;
+
+    PMPI_Info_create(kept);
+    if (info == MPI_INFO_NULL)
+        return OS_OK;
+    PMPI_Info_get_nkeys(info, &nkeys);
+    for (int i = 0; i < nkeys && !st; i++) {
+        PMPI_Info_get_nthkey(info, i, key);
+        PMPI_Info_get_valuelen(info, key, &len, &flag);
+        if (!flag)
+            continue;
+        val = realloc(val, (size_t)len + 1);
+        if (!val)
+            return OS_ERR(OS_ERR_NOMEM, "info value");
+        PMPI_Info_get(info, key, len, val, &flag);
+        val[len] = 0;
+        st = os_config_apply_info(cfg, key, val);
+        if (!strcmp(key, "alloc_shared_noncontig"))
+            *noncontig = !strcmp(val, "true");
+        for (size_t k = 0; k < sizeof standard_keys / sizeof standard_keys[0]; k++)
+            if (!strcmp(key, standard_keys[k]))
+                PMPI_Info_set(*kept, key, val);
+    }
+    free(val);
+    return st;
+}
+
+static int create(const char *call, os_flavor_t flavor, void *base, MPI_Aint size,
+                  MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win)
+{
+    static const int mpi_flavor[] = { MPI_WIN_FLAVOR_CREATE, MPI_WIN_FLAVOR_ALLOCATE,
+                                      MPI_WIN_FLAVOR_SHARED, MPI_WIN_FLAVOR_DYNAMIC };
+    os_status_t st = OS_OK;
+    os_config_t cfg;
+    bool noncontig = false;
+    MPI_Info kept = MPI_INFO_NULL;
+    os_win_t *w = NULL;
+
+    os_mpi_init();
+    cfg = os_config;
+    if (comm == MPI_COMM_NULL)
+        return os_mpi_raise_comm(MPI_COMM_WORLD, call, OS_ERR(OS_ERR_COMM, "MPI_COMM_NULL"));
+    if (size < 0) {
+        st = OS_ERR(OS_ERR_SIZE, "window size %ld is negative", (long)size);
+        goto fail;
+    }
+    if (disp_unit <= 0 || disp_unit > 0x7fffffff) {
+        st = OS_ERR(OS_ERR_DISP, "displacement unit %ld is not positive", (long)disp_unit);
+        goto fail;
+    }
+    if (!win || ((flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED) && !baseptr)) {
+        st = OS_ERR(OS_ERR_ARG, "NULL output argument");
+        goto fail;
+    }
+    if ((st = read_info(info, &cfg, &noncontig, &kept)))
+        goto fail;
+    if ((st = os_win_create(flavor, base, size, (int)disp_unit, &cfg, noncontig, comm, &w)))
+        goto fail;
+    w->info = kept;
+    kept = MPI_INFO_NULL;
+    w->attr_flavor = mpi_flavor[flavor];
+    w->attr_model = MPI_WIN_UNIFIED;
+    if ((st = os_mpi_win_register(w))) {
+        os_win_free(w);
+        goto fail;
+    }
+    if (baseptr && (flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED))
+        *(void **)baseptr = w->base;
+    *win = w->handle;
+    return MPI_SUCCESS;
+fail:
+    if (kept != MPI_INFO_NULL)
+        PMPI_Info_free(&kept);
+    return os_mpi_raise_comm(comm, call, st);
+}
+
+int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                   MPI_Win *win)
+{
+    return create("MPI_Win_create", OS_FLAVOR_CREATE, base, size, disp_unit, info, comm, NULL, win);
+}
+
+int MPI_Win_create_c(void *base, MPI_Aint size, MPI_Aint disp_unit, MPI_Info info,
+                     MPI_Comm comm, MPI_Win *win)
+{
+    return create("MPI_Win_create_c", OS_FLAVOR_CREATE, base, size, disp_unit, info, comm, NULL, win);
+}
+
+int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
+                     MPI_Win *win)
+{
+    return create("MPI_Win_allocate", OS_FLAVOR_ALLOCATE, NULL, size, disp_unit, info, comm,
+                  baseptr, win);
+}
+
+int MPI_Win_allocate_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
+                       void *baseptr, MPI_Win *win)
+{
+    return create("MPI_Win_allocate_c", OS_FLAVOR_ALLOCATE, NULL, size, disp_unit, info, comm,
+                  baseptr, win);
+}
+
+int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                            void *baseptr, MPI_Win *win)
+{
+    return create("MPI_Win_allocate_shared", OS_FLAVOR_SHARED, NULL, size, disp_unit, info,
+                  comm, baseptr, win);
+}
+
+int MPI_Win_allocate_shared_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
+                              void *baseptr, MPI_Win *win)
+{
+    return create("MPI_Win_allocate_shared_c", OS_FLAVOR_SHARED, NULL, size, disp_unit, info,
+                  comm, baseptr, win);
+}
+
+int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win)
+{
+    return create("MPI_Win_create_dynamic", OS_FLAVOR_DYNAMIC, NULL, 0, 1, info, comm, NULL, win);
+}
+
+int MPI_Win_free(MPI_Win *win)
+{
+    os_win_t *w = win ? os_mpi_win(*win) : NULL;
+    if (!w)
+        return PMPI_Win_free(win); /* not a window of ours: the host MPI reports it */
+    MPI_Win handle = *win;
+    os_status_t st = os_win_can_free(w);
+    if (st)
+        return os_mpi_raise_win(handle, "MPI_Win_free", st);
+    os_mpi_stats_collect(w, handle);
+    os_mpi_win_unregister(w);
+    if (w->info != MPI_INFO_NULL)
+        PMPI_Info_free(&w->info);
+    os_win_free(w);
+    *win = MPI_WIN_NULL;
+    return MPI_SUCCESS;
+}
+
+int MPI_Win_get_attr(MPI_Win win, int keyval, void *attribute_val, int *flag)
+{
+    os_win_t *w = os_mpi_win(win);
+    if (w) {
+        /* MPI returns pointers to values for these, the base itself for BASE. */
+        if (keyval == MPI_WIN_BASE) {
+            *(void **)attribute_val = w->base;
+            *flag = 1;
+            return MPI_SUCCESS;
+        }
+        if (keyval == MPI_WIN_SIZE) {
+            *(MPI_Aint **)attribute_val = &w->size;
+            *flag = 1;
+            return MPI_SUCCESS;
+        }
+        if (keyval == MPI_WIN_DISP_UNIT) {
+            *(int **)attribute_val = &w->disp_unit;
+            *flag = 1;
+            return MPI_SUCCESS;
+        }
+        if (keyval == MPI_WIN_CREATE_FLAVOR) {
+            *(int **)attribute_val = &w->attr_flavor;
+            *flag = 1;
+            return MPI_SUCCESS;
+        }
+        if (keyval == MPI_WIN_MODEL) {
+            *(int **)attribute_val = &w->attr_model;
+            *flag = 1;
+            return MPI_SUCCESS;
+        }
+    }
+    return PMPI_Win_get_attr(win, keyval, attribute_val, flag);
+}
+
+static void put_info(const char *key, const char *value, void *ctx)
+{
+    PMPI_Info_set(*(MPI_Info *)ctx, key, value);
+}
+
+int MPI_Win_get_info(MPI_Win win, MPI_Info *info_used)
+{
+    os_win_t *w = os_mpi_win(win);
+    if (!w)
+        return PMPI_Win_get_info(win, info_used);
+    PMPI_Info_dup(w->info, info_used);
+    int flag;
+    char v[8];
+    PMPI_Info_get(*info_used, "no_locks", 1, v, &flag);
+    if (!flag)
+        PMPI_Info_set(*info_used, "no_locks", "false");
+    PMPI_Info_get(*info_used, "accumulate_ordering", 1, v, &flag);
+    if (!flag)
+        PMPI_Info_set(*info_used, "accumulate_ordering", "rar,raw,war,waw");
+    PMPI_Info_get(*info_used, "accumulate_ops", 1, v, &flag);
+    if (!flag)
+        PMPI_Info_set(*info_used, "accumulate_ops", "same_op_no_op");
+    if (w->flavor == OS_FLAVOR_SHARED)
+        PMPI_Info_set(*info_used, "alloc_shared_noncontig", w->noncontig ? "true" : "false");
+    os_config_each_info(&w->cfg, put_info, info_used);
+    return MPI_SUCCESS;
+}
+
+int MPI_Win_set_info(MPI_Win win, MPI_Info info)
+{
+    os_win_t *w = os_mpi_win(win);
+    if (!w)
+        return PMPI_Win_set_info(win, info);
+    os_config_t cfg = w->cfg;
+    bool noncontig = w->noncontig;
+    MPI_Info kept;
+    os_status_t st = read_info(info, &cfg, &noncontig, &kept);
+    if (st) {
+        PMPI_Info_free(&kept);
+        return os_mpi_raise_win(win, "MPI_Win_set_info", st);
+    }
+    /* Merge: keys given now replace those given before. */
+    int nkeys = 0;
+    char key[MPI_MAX_INFO_KEY + 1], val[MPI_MAX_INFO_VAL + 1];
+    PMPI_Info_get_nkeys(kept, &nkeys);
+    for (int i = 0; i < nkeys; i++) {
+        int flag;
+        PMPI_Info_get_nthkey(kept, i, key);
+        PMPI_Info_get(kept, key, MPI_MAX_INFO_VAL, val, &flag);
+        PMPI_Info_set(w->info, key, val);
+    }
+    PMPI_Info_free(&kept);
+    /* Region tables are laid out at creation; this one cannot change later. */
+    cfg.dynamic_max_regions = w->cfg.dynamic_max_regions;
+    w->cfg = cfg;
+    return MPI_SUCCESS;
+}
+
+static int shared_query(const char *call, MPI_Win win, int rank, MPI_Aint *size, int *disp_unit,
+                        void *baseptr)
+{
+    os_win_t *w = os_mpi_win(win);
+    if (!w)
+        return os_mpi_raise_win(win, call, OS_ERR(OS_ERR_WIN, "not a window"));
+    os_status_t st = os_win_shared_query(w, rank, size, disp_unit, (void **)baseptr);
+    return st ? os_mpi_raise_win(win, call, st) : MPI_SUCCESS;
+}
+
+int MPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint *size, int *disp_unit, void *baseptr)
+{
+    return shared_query("MPI_Win_shared_query", win, rank, size, disp_unit, baseptr);
+}
+
+int MPI_Win_shared_query_c(MPI_Win win, int rank, MPI_Aint *size, MPI_Aint *disp_unit,
+                           void *baseptr)
+{
+    int du = 0;
+    int rc = shared_query("MPI_Win_shared_query_c", win, rank, size, &du, baseptr);
+    if (rc == MPI_SUCCESS)
+        *disp_unit = du;
+    return rc;
+}
+
+int MPI_Win_attach(MPI_Win win, void *base, MPI_Aint size)
+{
+    os_win_t *w = os_mpi_win(win);
+    if (!w)
+        return os_mpi_raise_win(win, "MPI_Win_attach", OS_ERR(OS_ERR_WIN, "not a window"));
+    os_status_t st = os_win_attach(w, base, size);
+    return st ? os_mpi_raise_win(win, "MPI_Win_attach", st) : MPI_SUCCESS;
+}
+
+int MPI_Win_detach(MPI_Win win, const void *base)
+{
+    os_win_t *w = os_mpi_win(win);
+    if (!w)
+        return os_mpi_raise_win(win, "MPI_Win_detach", OS_ERR(OS_ERR_WIN, "not a window"));
+    os_status_t st = os_win_detach(w, base);
+    return st ? os_mpi_raise_win(win, "MPI_Win_detach", st) : MPI_SUCCESS;
+}

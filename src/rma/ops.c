@@ -1,0 +1,491 @@
+/* RMA operations: checks, then the data movement. Everything completes
+ * before the call returns (memory is mapped or reached by CMA), so flush and
+ * unlock need only order memory. */
+#include "os_rma.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_name[] = { "MPI_Put", "MPI_Get", "MPI_Accumulate",
+                                         "MPI_Get_accumulate", "MPI_Fetch_and_op",
+                                         "MPI_Compare_and_swap" };
+
+/* ----------------------------------------------------------------- checks */
+
+/* Find the attached region of `target` that holds [addr, addr+len). */
+static bool dyn_find(os_win_t *w, int target, uint64_t addr, uint64_t len)
+{
+    os_rank_ctl_t *c = &w->ctl[target];
+    const os_region_t *tab = &w->regions[(size_t)target * (size_t)w->max_regions];
+    for (;;) {
+        uint64_t v1 = atomic_load_explicit(&c->dyn_version, memory_order_acquire);
+        if (v1 & 1) {
+            os_cpu_relax();
+            continue;
+        }
+        bool found = false;
+        uint64_t n = atomic_load_explicit(&c->dyn_count, memory_order_relaxed);
+        if (n > (uint64_t)w->max_regions)
+            n = (uint64_t)w->max_regions;
+        for (uint64_t i = 0; i < n && !found; i++) {
+            uint64_t b = atomic_load_explicit(&tab[i].base, memory_order_relaxed);
+            uint64_t s = atomic_load_explicit(&tab[i].size, memory_order_relaxed);
+            found = addr >= b && addr - b <= s && len <= s - (addr - b);
+        }
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&c->dyn_version, memory_order_relaxed) == v1)
+            return found;
+    }
+}
+
+/* Resolve the target address and check that every byte the operation touches
+ * lies inside the target's window. */
+static os_status_t target_range(os_win_t *w, const os_rma_op_t *op, char **taddr)
+{
+    const os_peer_t *p = &w->peers[op->target];
+    ptrdiff_t lo, hi;
+    os_dtype_span(op->ttype, op->tcount, &lo, &hi);
+    if (w->flavor == OS_FLAVOR_DYNAMIC) {
+        uint64_t addr = (uint64_t)op->tdisp;
+        *taddr = (char *)(uintptr_t)addr;
+        if (hi == lo)
+            return OS_OK;
+        if ((lo < 0 && (uint64_t)-lo > addr) ||
+            !dyn_find(w, op->target, addr + (uint64_t)lo, (uint64_t)(hi - lo)))
+            return OS_ERR(OS_ERR_RANGE, "%s: target address 0x%lx%+ld..%+ld of rank %d is not "
+                          "in memory attached to the dynamic window", kind_name[op->kind],
+                          (unsigned long)addr, (long)lo, (long)hi, op->target);
+        return OS_OK;
+    }
+    long long off;
+    if (op->tdisp < 0 || __builtin_mul_overflow((long long)op->tdisp, (long long)p->disp_unit, &off))
+        return OS_ERR(OS_ERR_RANGE, "%s: target displacement %ld at rank %d is negative or "
+                      "overflows", kind_name[op->kind], (long)op->tdisp, op->target);
+    *taddr = p->base + off;
+    if (hi == lo)
+        return OS_OK;
+    if (off + lo < 0 || off + hi > (long long)p->size)
+        return OS_ERR(OS_ERR_RANGE, "%s: bytes [%lld, %lld) at rank %d lie outside its window "
+                      "of %ld bytes (displacement %ld x unit %d)", kind_name[op->kind],
+                      off + lo, off + hi, op->target, (long)p->size, (long)op->tdisp,
+                      p->disp_unit);
+    return OS_OK;
+}
+
+static os_status_t check_acc_types(const os_rma_op_t *op)
+{
+    const os_dtype_t *t = op->ttype;
+    const char *name = kind_name[op->kind];
+    if (t->size && (t->basic == OS_B_MIXED || t->basic == OS_B_NONE))
+        return OS_ERR(OS_ERR_TYPE, "%s: the target datatype mixes element types", name);
+    if (op->op != OS_OP_NO_OP && op->otype->size && op->otype->basic != t->basic)
+        return OS_ERR(OS_ERR_TYPE, "%s: origin elements (%s) differ from target elements (%s)",
+                      name, os_basic_name(op->otype->basic), os_basic_name(t->basic));
+    if (op->kind != OS_RMA_ACC && op->rtype->size && op->rtype->basic != t->basic)
+        return OS_ERR(OS_ERR_TYPE, "%s: result elements (%s) differ from target elements (%s)",
+                      name, os_basic_name(op->rtype->basic), os_basic_name(t->basic));
+    if (t->size && !os_op_valid(op->op, t->cls))
+        return OS_ERR(OS_ERR_OP, "%s: %s is not defined on %s elements", name,
+                      os_op_name(op->op), os_basic_name(t->basic));
+    return OS_OK;
+}
+
+static os_status_t check_sizes(const os_rma_op_t *op)
+{
+    size_t tbytes = op->tcount * op->ttype->size;
+    const char *name = kind_name[op->kind];
+    bool has_origin = op->kind == OS_RMA_PUT || op->kind == OS_RMA_ACC ||
+                      ((op->kind == OS_RMA_GET_ACC || op->kind == OS_RMA_FOP) &&
+                       op->op != OS_OP_NO_OP) || op->kind == OS_RMA_CAS;
+    if (has_origin && op->ocount * op->otype->size > tbytes)
+        return OS_ERR(OS_ERR_TRUNCATE, "%s: %zu origin bytes do not fit the %zu target bytes",
+                      name, op->ocount * op->otype->size, tbytes);
+    if (op->kind == OS_RMA_GET && tbytes > op->ocount * op->otype->size)
+        return OS_ERR(OS_ERR_TRUNCATE, "%s: %zu target bytes do not fit the %zu origin bytes",
+                      name, tbytes, op->ocount * op->otype->size);
+    if ((op->kind == OS_RMA_ACC || op->kind == OS_RMA_GET_ACC) && op->op != OS_OP_NO_OP &&
+        op->ocount * op->otype->size != tbytes)
+        return OS_ERR(OS_ERR_TYPE, "%s: origin (%zu bytes) and target (%zu bytes) differ",
+                      name, op->ocount * op->otype->size, tbytes);
+    if ((op->kind == OS_RMA_GET_ACC || op->kind == OS_RMA_FOP || op->kind == OS_RMA_CAS) &&
+        tbytes > op->rcount * op->rtype->size)
+        return OS_ERR(OS_ERR_TRUNCATE, "%s: %zu target bytes do not fit the %zu result bytes",
+                      name, tbytes, op->rcount * op->rtype->size);
+    return OS_OK;
+}
+
+/* ---------------------------------------------------------- data movement */
+
+/* Pair the runs of two buffers in type-map order. */
+typedef os_status_t (*run_fn)(void *ctx, char *a, char *b, size_t len);
+static os_status_t walk_pair(os_cursor_t *ca, os_cursor_t *cb, run_fn fn, void *ctx)
+{
+    char *pa = NULL, *pb = NULL;
+    size_t la = 0, lb = 0;
+    for (;;) {
+        if (!la)
+            la = os_cursor_next(ca, SIZE_MAX, &pa);
+        if (!lb)
+            lb = os_cursor_next(cb, SIZE_MAX, &pb);
+        if (!la || !lb)
+            return OS_OK;
+        size_t n = la < lb ? la : lb;
+        os_status_t st = fn(ctx, pa, pb, n);
+        if (st)
+            return st;
+        pa += n;
+        pb += n;
+        la -= n;
+        lb -= n;
+    }
+}
+
+static os_status_t copy_run(void *ctx, char *dst, char *src, size_t len)
+{
+    (void)ctx;
+    memcpy(dst, src, len);
+    return OS_OK;
+}
+
+/* Gathers run pairs into iovec batches for process_vm_{readv,writev}. */
+typedef struct {
+    pid_t pid;
+    bool write;
+    size_t n;
+    struct iovec local[64], remote[64];
+} cma_batch_t;
+
+static os_status_t cma_flush(cma_batch_t *b)
+{
+    os_status_t st = OS_OK;
+    if (b->n)
+        st = b->write ? os_cma_write(b->pid, b->local, b->n, b->remote, b->n)
+                      : os_cma_read(b->pid, b->local, b->n, b->remote, b->n);
+    b->n = 0;
+    return st;
+}
+
+static os_status_t cma_run(void *ctx, char *remote, char *local, size_t len)
+{
+    cma_batch_t *b = ctx;
+    b->local[b->n] = (struct iovec){ local, len };
+    b->remote[b->n] = (struct iovec){ remote, len };
+    return ++b->n == 64 ? cma_flush(b) : OS_OK;
+}
+
+/* Move data between a target buffer (remote when cma) and a local one. */
+static os_status_t move(os_win_t *w, int target, bool to_target, char *taddr,
+                        const os_dtype_t *ttype, size_t tcount, const void *laddr,
+                        const os_dtype_t *ltype, size_t lcount)
+{
+    os_cursor_t tc, lc;
+    os_cursor_init(&tc, ttype, taddr, tcount);
+    os_cursor_init(&lc, ltype, laddr, lcount);
+    if (w->peers[target].access == OS_PEER_DIRECT)
+        return to_target ? walk_pair(&tc, &lc, copy_run, NULL) : walk_pair(&lc, &tc, copy_run, NULL);
+    cma_batch_t b = { .pid = w->peers[target].pid, .write = to_target };
+    os_status_t st = walk_pair(&tc, &lc, cma_run, &b);
+    if (!st)
+        st = cma_flush(&b);
+    OS_STAT(w, FALLBACK_CMA, 1);
+    return st;
+}
+
+/* Contiguous view of `count` elements of t at addr, packing into *tmp if needed. */
+static os_status_t packed(const void *addr, const os_dtype_t *t, size_t count, size_t bytes,
+                          const char **view, char **tmp)
+{
+    *tmp = NULL;
+    if (t->contig || count * t->size == 0) {
+        *view = (const char *)addr + (t->nblocks ? t->blocks[0].disp : 0);
+        return OS_OK;
+    }
+    *tmp = malloc(bytes ? bytes : 1);
+    if (!*tmp)
+        return OS_ERR(OS_ERR_NOMEM, "packing %zu bytes", bytes);
+    os_cursor_t c;
+    os_cursor_init(&c, t, addr, count);
+    char *p, *out = *tmp;
+    size_t n;
+    while ((n = os_cursor_next(&c, SIZE_MAX, &p)) && out < *tmp + bytes) {
+        if (n > (size_t)(*tmp + bytes - out))
+            n = (size_t)(*tmp + bytes - out);
+        memcpy(out, p, n);
+        out += n;
+    }
+    *view = *tmp;
+    return OS_OK;
+}
+
+static void unpack(void *addr, const os_dtype_t *t, size_t count, const char *src, size_t bytes)
+{
+    os_cursor_t c;
+    os_cursor_init(&c, t, addr, count);
+    char *p;
+    size_t n;
+    while (bytes && (n = os_cursor_next(&c, bytes, &p))) {
+        memcpy(p, src, n);
+        src += n;
+        bytes -= n;
+    }
+}
+
+/* Packed bytes: the local side of a transfer into or out of a temporary. */
+static os_block_t byte_block = { 0, 1 };
+static os_dtype_t byte_type = { .size = 1, .extent = 1, .true_extent = 1, .nblocks = 1,
+                                .blocks = &byte_block, .basic = OS_B_UINT8,
+                                .cls = OS_CLASS_BYTE, .basic_size = 1, .contig = true,
+                                .predefined = true };
+
+/* How an accumulate keeps each element atomic. */
+typedef enum { ACC_ATOMIC, ACC_EXCLUSIVE, ACC_MUTEX } acc_mode_t;
+
+static acc_mode_t acc_mode(const os_win_t *w, int target, const char *taddr, const os_dtype_t *t)
+{
+    const os_peer_t *p = &w->peers[target];
+    uint8_t s = w->tstate[target] & ~OS_T_LOCK_NOCHECK;
+    if (w->access == OS_ACCESS_LOCK && s == OS_T_LOCK_EXCL)
+        return ACC_EXCLUSIVE; /* nobody else may touch the target window */
+    if (p->acc_mutex_always || p->access != OS_PEER_DIRECT)
+        return ACC_MUTEX;
+    /* Elements that fit one CPU atomic and are aligned for it, wherever the
+     * type puts them; any origin accumulating the same type at the same place
+     * makes the same choice, which is what keeps mixed paths out. */
+    size_t e = t->basic_size;
+    if (!os_reduce_atomic_ok(e, taddr))
+        return ACC_MUTEX;
+    for (size_t i = 0; i < t->nblocks; i++)
+        if ((t->blocks[i].disp | (ptrdiff_t)t->blocks[i].len) & (ptrdiff_t)(e - 1))
+            return ACC_MUTEX;
+    if (t->extent & (ptrdiff_t)(e - 1))
+        return ACC_MUTEX;
+    return ACC_ATOMIC;
+}
+
+/* Accumulate, Get_accumulate and Fetch_and_op. */
+static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
+{
+    os_status_t st = OS_OK;
+    const os_dtype_t *tt = op->ttype;
+    const size_t bytes = op->tcount * tt->size, esize = tt->basic_size ? tt->basic_size : 1;
+    const bool fetch = op->kind != OS_RMA_ACC;
+    const os_op_t rop = (os_op_t)op->op;
+    const os_basic_t basic = (os_basic_t)tt->basic;
+    const char *odata = NULL;
+    char *obuf = NULL, *fbuf = NULL, *tbuf = NULL, *fdata = NULL;
+    os_peer_t *p = &w->peers[op->target];
+    acc_mode_t mode = acc_mode(w, op->target, taddr, tt);
+    bool locked = false;
+
+    if (!bytes)
+        return OS_OK;
+    if (rop != OS_OP_NO_OP) {
+        st = packed(op->origin, op->otype, op->ocount, bytes, &odata, &obuf);
+        if (st)
+            goto out;
+    }
+    if (fetch) {
+        if (op->rtype->contig) {
+            fdata = (char *)op->result + op->rtype->blocks[0].disp;
+        } else {
+            fbuf = fdata = malloc(bytes);
+            if (!fbuf) {
+                st = OS_ERR(OS_ERR_NOMEM, "fetch buffer of %zu bytes", bytes);
+                goto out;
+            }
+        }
+    }
+    if (obuf || fbuf)
+        OS_STAT(w, FALLBACK_PACKED, 1);
+    if (mode == ACC_MUTEX) {
+        os_lock_acquire_excl(&w->ctl[op->target].acc_mutex, NULL);
+        locked = true;
+        OS_STAT(w, FALLBACK_ACC_MUTEX, 1);
+    }
+
+    if (p->access == OS_PEER_DIRECT) {
+        os_cursor_t tc;
+        os_cursor_init(&tc, tt, taddr, op->tcount);
+        char *run;
+        size_t len, pos = 0;
+        while ((len = os_cursor_next(&tc, SIZE_MAX, &run))) {
+            size_t n = len / esize;
+            if (mode == ACC_ATOMIC) {
+                os_reduce_atomic(rop, basic, esize, run, odata ? odata + pos : NULL,
+                                 fetch ? fdata + pos : NULL, n);
+            } else {
+                if (fetch)
+                    memcpy(fdata + pos, run, len);
+                if (rop != OS_OP_NO_OP)
+                    os_reduce(rop, basic, esize, run, odata + pos, n);
+            }
+            pos += len;
+        }
+        if (mode == ACC_ATOMIC)
+            OS_STAT(w, ACC_ATOMIC_ELEMS, bytes / esize);
+        else if (mode == ACC_EXCLUSIVE)
+            OS_STAT(w, ACC_EXCL_ELEMS, bytes / esize);
+    } else {
+        /* Memory reached by CMA: read, combine here, write back, all under
+         * the target's accumulate mutex (or an exclusive lock). */
+        tbuf = malloc(bytes);
+        if (!tbuf) {
+            st = OS_ERR(OS_ERR_NOMEM, "accumulate buffer of %zu bytes", bytes);
+            goto out;
+        }
+        st = move(w, op->target, false, taddr, tt, op->tcount, tbuf, &byte_type, bytes);
+        if (st)
+            goto out;
+        if (fetch)
+            memcpy(fdata, tbuf, bytes);
+        if (rop != OS_OP_NO_OP) {
+            os_reduce(rop, basic, esize, tbuf, odata, bytes / esize);
+            st = move(w, op->target, true, taddr, tt, op->tcount, tbuf, &byte_type, bytes);
+        }
+    }
+out:
+    if (locked)
+        os_lock_release_excl(&w->ctl[op->target].acc_mutex);
+    if (!st && fbuf)
+        unpack(op->result, op->rtype, op->rcount, fbuf, bytes);
+    free(obuf);
+    free(fbuf);
+    free(tbuf);
+    return st;
+}
+
+static os_status_t compare_and_swap(os_win_t *w, const os_rma_op_t *op, char *taddr)
+{
+    os_status_t st = OS_OK;
+    const size_t e = op->ttype->size;
+    os_peer_t *p = &w->peers[op->target];
+    acc_mode_t mode = acc_mode(w, op->target, taddr, op->ttype);
+    char old[64];
+
+    if (mode == ACC_ATOMIC) {
+        os_cas_atomic(e, taddr, op->compare, op->origin, op->result);
+        OS_STAT(w, ACC_ATOMIC_ELEMS, 1);
+        return OS_OK;
+    }
+    if (mode == ACC_MUTEX) {
+        os_lock_acquire_excl(&w->ctl[op->target].acc_mutex, NULL);
+        OS_STAT(w, FALLBACK_ACC_MUTEX, 1);
+    }
+    if (p->access == OS_PEER_DIRECT)
+        memcpy(old, taddr, e);
+    else
+        st = os_cma_get(p->pid, old, taddr, e);
+    if (!st && !memcmp(old, op->compare, e))
+        st = p->access == OS_PEER_DIRECT ? (memcpy(taddr, op->origin, e), OS_OK)
+                                         : os_cma_put(p->pid, taddr, op->origin, e);
+    if (mode == ACC_MUTEX)
+        os_lock_release_excl(&w->ctl[op->target].acc_mutex);
+    if (!st)
+        memcpy(op->result, old, e);
+    return st;
+}
+
+os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op)
+{
+    char *taddr;
+    os_status_t st = target_range(w, op, &taddr);
+    if (st)
+        return st;
+    switch (op->kind) {
+    case OS_RMA_PUT:
+        return move(w, op->target, true, taddr, op->ttype, op->tcount, op->origin, op->otype,
+                    op->ocount);
+    case OS_RMA_GET:
+        return move(w, op->target, false, taddr, op->ttype, op->tcount, op->origin, op->otype,
+                    op->ocount);
+    case OS_RMA_CAS:
+        return compare_and_swap(w, op, taddr);
+    default:
+        return accumulate(w, op, taddr);
+    }
+}
+
+/* ------------------------------------------------------------------ issue */
+
+static os_status_t enqueue(os_win_t *w, const os_rma_op_t *op)
+{
+    if (w->nqueue == w->capqueue) {
+        size_t cap = w->capqueue ? 2 * w->capqueue : 64;
+        os_rma_op_t *q = realloc(w->queue, cap * sizeof *q);
+        if (!q)
+            return OS_ERR(OS_ERR_NOMEM, "queue of %zu operations", cap);
+        w->queue = q;
+        w->capqueue = cap;
+    }
+    /* MPI lets the program free its datatypes before the fence completes. */
+    os_dtype_retain(op->otype);
+    os_dtype_retain(op->ttype);
+    if (op->rtype)
+        os_dtype_retain(op->rtype);
+    w->queue[w->nqueue++] = *op;
+    OS_STAT(w, FALLBACK_FENCE_DEFERRED, 1);
+    return OS_OK;
+}
+
+static void count_op(os_win_t *w, const os_rma_op_t *op)
+{
+    size_t bytes = op->tcount * op->ttype->size;
+    switch (op->kind) {
+    case OS_RMA_PUT: OS_STAT(w, PUT_OPS, 1); OS_STAT(w, PUT_BYTES, bytes); break;
+    case OS_RMA_GET: OS_STAT(w, GET_OPS, 1); OS_STAT(w, GET_BYTES, bytes); break;
+    case OS_RMA_ACC: OS_STAT(w, ACC_OPS, 1); OS_STAT(w, ACC_BYTES, bytes); break;
+    case OS_RMA_GET_ACC: OS_STAT(w, GET_ACC_OPS, 1); OS_STAT(w, GET_ACC_BYTES, bytes); break;
+    case OS_RMA_FOP: OS_STAT(w, FOP_OPS, 1); break;
+    default: OS_STAT(w, CAS_OPS, 1); break;
+    }
+    if (op->request)
+        OS_STAT(w, REQUEST_OPS, 1);
+}
+
+os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
+{
+    os_status_t st;
+    const char *name = kind_name[op->kind];
+    char *taddr;
+
+    if (op->target < 0 || op->target >= w->nranks)
+        return OS_ERR(OS_ERR_RANK, "%s: target rank %d is not in the window's group of %d",
+                      name, op->target, w->nranks);
+    if (op->kind >= OS_RMA_ACC && (st = check_acc_types(op)))
+        return st;
+    if ((st = check_sizes(op)))
+        return st;
+
+    bool defer = false;
+    switch (w->access) {
+    case OS_ACCESS_NONE:
+        return OS_ERR(OS_ERR_SYNC, "%s to rank %d outside an access epoch", name, op->target);
+    case OS_ACCESS_FENCE:
+        defer = !w->fence_synced || w->cfg.fence_defer;
+        break;
+    case OS_ACCESS_PSCW:
+        if (w->tstate[op->target] == OS_T_NONE)
+            return OS_ERR(OS_ERR_SYNC, "%s to rank %d, which is not in the MPI_Win_start group",
+                          name, op->target);
+        if (w->tstate[op->target] == OS_T_PSCW_AWAIT_POST)
+            os_pscw_await_post(w, op->target);
+        break;
+    case OS_ACCESS_LOCK:
+        if (w->tstate[op->target] == OS_T_NONE)
+            return OS_ERR(OS_ERR_SYNC, "%s to rank %d, which this process has not locked", name,
+                          op->target);
+        break;
+    case OS_ACCESS_LOCK_ALL:
+        break;
+    }
+    if (op->request && w->access != OS_ACCESS_LOCK && w->access != OS_ACCESS_LOCK_ALL)
+        return OS_ERR(OS_ERR_SYNC, "request-based %s outside a passive-target epoch", name);
+    count_op(w, op);
+    if (defer) {
+        /* Check the range now, so that the error reaches the erroneous call. */
+        if ((st = target_range(w, op, &taddr)))
+            return st;
+        return enqueue(w, op);
+    }
+    return os_rma_execute(w, op);
+}

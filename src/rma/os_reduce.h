@@ -1,0 +1,43 @@
+/*
+ * Reduction operations of accumulate: every MPI predefined op on every
+ * element representation, plain and atomic per element. Pure C.
+ */
+#ifndef OS_REDUCE_H
+#define OS_REDUCE_H
+
+#include "os_dtype.h"
+
+typedef enum {
+    OS_OP_SUM, OS_OP_PROD, OS_OP_MIN, OS_OP_MAX,
+    OS_OP_LAND, OS_OP_LOR, OS_OP_LXOR,
+    OS_OP_BAND, OS_OP_BOR, OS_OP_BXOR,
+    OS_OP_MAXLOC, OS_OP_MINLOC,
+    OS_OP_REPLACE, OS_OP_NO_OP,
+    OS_OP_COUNT
+} os_op_t;
+
+const char *os_op_name(os_op_t op);
+const char *os_basic_name(os_basic_t b);
+/* Is op allowed on elements of this class (MPI-3.1 5.9.2, plus REPLACE/NO_OP on any)? */
+bool os_op_valid(os_op_t op, os_class_t cls);
+/* target[i] = target[i] op origin[i] for n elements of esize data bytes each
+ * (os_dtype_t.basic_size); buffers need no alignment. */
+void os_reduce(os_op_t op, os_basic_t basic, size_t esize, void *target, const void *origin,
+               size_t n);
+/* Can elements of this size at this address be updated with one CPU atomic? */
+static inline bool os_reduce_atomic_ok(size_t elem_size, const void *addr)
+{
+    return (elem_size == 1 || elem_size == 2 || elem_size == 4 || elem_size == 8) &&
+           ((uintptr_t)addr & (elem_size - 1)) == 0;
+}
+/* Element-wise atomic form: each element of target is updated with one atomic
+ * read-modify-write (fetch-op or a compare-and-swap loop); when fetch is not
+ * NULL it receives the values the target held before. Requires
+ * os_reduce_atomic_ok(elem_size, target). */
+void os_reduce_atomic(os_op_t op, os_basic_t basic, size_t elem_size, void *target,
+                      const void *origin, void *fetch, size_t n);
+/* Atomic compare-and-swap of one element: fetch gets the old value. */
+void os_cas_atomic(size_t elem_size, void *target, const void *compare, const void *swap,
+                   void *fetch);
+
+#endif

@@ -1,0 +1,189 @@
+/*
+ * The RMA engine: windows, epochs, operations, locks.
+ *
+ * Inside a node every window lives in (or is reachable from) one shared
+ * segment: the data of MPI_Win_allocate/allocate_shared windows, and for
+ * every flavor a control area holding the per-target lock words, fence and
+ * PSCW counters and the dynamic-window region tables. Operations on mapped
+ * memory are loads, stores and CPU atomics done by the origin alone; memory
+ * the origin cannot map (MPI_Win_create, dynamic windows) is reached with
+ * single-copy CMA. No target process ever has to run for an origin to finish.
+ */
+#ifndef OS_RMA_H
+#define OS_RMA_H
+
+#include <mpi.h>
+#include <sys/types.h>
+
+#include "../../include/onesided.h"
+#include "../transport/shm/os_shm.h"
+#include "../util/os_util.h"
+#include "os_dtype.h"
+#include "os_lock.h"
+#include "os_reduce.h"
+
+typedef enum { OS_FLAVOR_CREATE, OS_FLAVOR_ALLOCATE, OS_FLAVOR_SHARED, OS_FLAVOR_DYNAMIC } os_flavor_t;
+
+typedef enum {
+    OS_ACCESS_NONE,
+    OS_ACCESS_FENCE,    /* between fences (no MPI_MODE_NOSUCCEED) */
+    OS_ACCESS_PSCW,     /* between start and complete */
+    OS_ACCESS_LOCK,     /* one or more MPI_Win_lock held */
+    OS_ACCESS_LOCK_ALL, /* MPI_Win_lock_all held */
+} os_access_t;
+
+typedef enum { OS_EXPOSE_NONE, OS_EXPOSE_FENCE, OS_EXPOSE_POST } os_exposure_t;
+
+/* Per-target state of the current access epoch (os_win_t.tstate). */
+enum {
+    OS_T_NONE = 0,
+    OS_T_PSCW_AWAIT_POST, /* in the start group, the target's post not yet seen */
+    OS_T_PSCW_READY,      /* in the start group, post seen (or MPI_MODE_NOCHECK) */
+    OS_T_LOCK_SHARED,
+    OS_T_LOCK_EXCL,
+    OS_T_LOCK_NOCHECK = 8, /* flag: lock granted by assertion, no lock word taken */
+};
+
+typedef enum { OS_PEER_DIRECT, OS_PEER_CMA } os_peer_access_t;
+
+typedef struct {
+    char *base;       /* DIRECT: address here; CMA: address in the peer process */
+    MPI_Aint size;    /* bytes (unused for dynamic windows) */
+    int disp_unit;
+    pid_t pid;
+    uint8_t access;   /* os_peer_access_t */
+    /* Accumulates into this peer serialize on its mutex whatever the element:
+     * true where some origin reaches the memory only by CMA, which cannot do
+     * atomics, so that every origin (the owner too) takes the same path. */
+    bool acc_mutex_always;
+} os_peer_t;
+
+/* Node-wide words, first in the segment. */
+typedef struct {
+    _Alignas(OS_CACHELINE) _Atomic uint64_t bar_count;
+    _Alignas(OS_CACHELINE) _Atomic uint64_t bar_gen;
+} os_node_ctl_t;
+
+/* One per rank, each on its own cache lines. */
+typedef struct {
+    _Alignas(OS_CACHELINE) os_lockword_t lock; /* passive-target window lock */
+    _Alignas(OS_CACHELINE) os_lockword_t acc_mutex;
+    /* Fence: origins add how many of them will write here (reduce-scatter of
+     * per-target counts), then signal when done; indexed by the parity of the
+     * synchronizing fence so that a fast process may start the next fence
+     * while a slow one still drains this one. */
+    _Alignas(OS_CACHELINE) _Atomic uint64_t fence_expect[2];
+    _Atomic uint64_t fence_done[2];
+    _Alignas(OS_CACHELINE) _Atomic uint64_t pscw_done; /* MPI_Win_complete calls received */
+    _Alignas(OS_CACHELINE) _Atomic uint64_t dyn_version; /* seqlock: odd while regions change */
+    _Atomic uint64_t dyn_count;
+} os_rank_ctl_t;
+
+typedef struct {
+    _Atomic uint64_t base, size;
+} os_region_t;
+
+typedef enum {
+    OS_RMA_PUT, OS_RMA_GET, OS_RMA_ACC, OS_RMA_GET_ACC, OS_RMA_FOP, OS_RMA_CAS
+} os_rma_kind_t;
+
+/* One RMA operation, as the front end decoded it. */
+typedef struct {
+    uint8_t kind;  /* os_rma_kind_t */
+    uint8_t op;    /* os_op_t, accumulate kinds */
+    bool request;  /* an R* form: valid only in passive-target epochs */
+    int target;
+    const void *origin;
+    size_t ocount;
+    os_dtype_t *otype;
+    MPI_Aint tdisp;
+    size_t tcount;
+    os_dtype_t *ttype;
+    void *result;
+    size_t rcount;
+    os_dtype_t *rtype;
+    const void *compare;
+} os_rma_op_t;
+
+typedef struct os_win {
+    MPI_Win handle;  /* a host-MPI dynamic window: carries errhandler, attributes, name */
+    MPI_Comm comm;   /* private duplicate of the creation communicator */
+    MPI_Group group;
+    int rank, nranks;
+    os_flavor_t flavor;
+    void *base;      /* this process's window memory (MPI_WIN_BASE) */
+    MPI_Aint size;
+    int disp_unit;
+    os_config_t cfg; /* window-level tunables */
+    bool noncontig;  /* alloc_shared_noncontig */
+
+    os_peer_t *peers;
+    os_shm_seg_t seg;
+    os_node_ctl_t *node;
+    os_rank_ctl_t *ctl;     /* [nranks] */
+    _Atomic uint64_t *post; /* [nranks][post_stride]: post[o][t] counts posts by t for o */
+    size_t post_stride;
+    os_region_t *regions;   /* [nranks][max_regions] */
+    int max_regions;
+
+    /* epochs */
+    os_access_t access;
+    os_exposure_t exposure;
+    bool fence_synced;       /* this fence epoch began with a synchronizing fence */
+    uint64_t fence_syncs;    /* synchronizing fences so far */
+    uint8_t *tstate;         /* [nranks] per-target epoch state */
+    int nlocked;
+    int *start_ranks;        /* current PSCW access group */
+    int nstart;
+    uint64_t *post_seen;     /* [nranks] posts consumed from each target */
+    int post_expect;         /* origins in the current exposure group */
+
+    /* operations queued to the closing fence */
+    os_rma_op_t *queue;
+    size_t nqueue, capqueue;
+
+    onesided_win_stats_t stats;
+
+    /* front-end data kept with the window */
+    MPI_Info info;       /* the hints given, returned by MPI_Win_get_info */
+    int attr_flavor;     /* storage for MPI_WIN_CREATE_FLAVOR */
+    int attr_model;      /* storage for MPI_WIN_MODEL */
+} os_win_t;
+
+#define OS_STAT(w, s, n) ((w)->stats.counter[ONESIDED_STAT_##s] += (n))
+
+/* window.c */
+os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
+                          const os_config_t *cfg, bool noncontig, MPI_Comm comm, os_win_t **out);
+/* OS_OK when no epoch is open, so that the collective free may begin. */
+os_status_t os_win_can_free(const os_win_t *w);
+os_status_t os_win_free(os_win_t *w);
+os_status_t os_win_shared_query(os_win_t *w, int rank, MPI_Aint *size, int *disp_unit,
+                                void **baseptr);
+os_status_t os_win_attach(os_win_t *w, void *base, MPI_Aint size);
+os_status_t os_win_detach(os_win_t *w, const void *base);
+
+/* ops.c */
+/* Check an operation and do it, or queue it to the closing fence. */
+os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op);
+os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
+
+/* sync.c */
+os_status_t os_win_fence(os_win_t *w, int assert);
+os_status_t os_win_post(os_win_t *w, const int *ranks, int n, int assert);
+os_status_t os_win_start(os_win_t *w, const int *ranks, int n, int assert);
+os_status_t os_win_complete(os_win_t *w);
+os_status_t os_win_wait(os_win_t *w);
+os_status_t os_win_test(os_win_t *w, int *flag);
+os_status_t os_win_lock(os_win_t *w, int exclusive, int target, int assert);
+os_status_t os_win_unlock(os_win_t *w, int target);
+os_status_t os_win_lock_all(os_win_t *w, int assert);
+os_status_t os_win_unlock_all(os_win_t *w);
+os_status_t os_win_flush(os_win_t *w, int target, bool all);
+os_status_t os_win_sync(os_win_t *w);
+/* Wait until the target's post for this access epoch is visible. */
+void os_pscw_await_post(os_win_t *w, int target);
+/* A fence epoch with nothing queued may give way to another epoch kind. */
+bool os_win_fence_idle(const os_win_t *w);
+
+#endif

@@ -1,0 +1,372 @@
+/* Synchronization: fence, post/start/complete/wait, lock/unlock, flush.
+ * Designs from paper 003 (fence without barriers, PSCW with counters),
+ * carried out on shared-memory counters rather than messages. */
+#include "os_rma.h"
+
+#include <stdlib.h>
+
+#define ALL_ASSERTS (MPI_MODE_NOCHECK | MPI_MODE_NOSTORE | MPI_MODE_NOPUT | \
+                     MPI_MODE_NOPRECEDE | MPI_MODE_NOSUCCEED)
+
+static os_status_t check_assert(int assert, int allowed, const char *call)
+{
+    if (assert & ~allowed)
+        return OS_ERR(OS_ERR_ASSERT, "%s: assert 0x%x has bits this call does not take", call,
+                      (unsigned)assert);
+    return OS_OK;
+}
+
+static void wait_until_geq(_Atomic uint64_t *v, uint64_t target)
+{
+    os_backoff_t b = OS_BACKOFF_INIT;
+    while (atomic_load_explicit(v, memory_order_acquire) < target)
+        os_backoff_wait(&b);
+}
+
+bool os_win_fence_idle(const os_win_t *w)
+{
+    return w->nqueue == 0;
+}
+
+/* A fence epoch with no queued operations ends quietly when the program moves
+ * on to another kind of epoch (MPICH accepts this; MPI leaves it open). */
+static os_status_t leave_fence(os_win_t *w, const char *call)
+{
+    if (w->access == OS_ACCESS_FENCE) {
+        if (!os_win_fence_idle(w))
+            return OS_ERR(OS_ERR_SYNC, "%s with operations of a fence epoch not yet completed "
+                          "by a fence", call);
+        w->access = OS_ACCESS_NONE;
+    }
+    if (w->exposure == OS_EXPOSE_FENCE)
+        w->exposure = OS_EXPOSE_NONE;
+    return OS_OK;
+}
+
+/* ------------------------------------------------------------------ fence */
+
+/* The node's arrival counter: generation-numbered, so it can be reused at once. */
+static void node_barrier(os_win_t *w)
+{
+    uint64_t gen = atomic_load_explicit(&w->node->bar_gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&w->node->bar_count, 1, memory_order_acq_rel) ==
+        (uint64_t)w->nranks - 1) {
+        atomic_store_explicit(&w->node->bar_count, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&w->node->bar_gen, 1, memory_order_release);
+        return;
+    }
+    os_backoff_t b = OS_BACKOFF_INIT;
+    while (atomic_load_explicit(&w->node->bar_gen, memory_order_acquire) == gen)
+        os_backoff_wait(&b);
+}
+
+os_status_t os_win_fence(os_win_t *w, int assert)
+{
+    os_status_t st = check_assert(assert, ALL_ASSERTS & ~MPI_MODE_NOCHECK, "MPI_Win_fence");
+    if (st)
+        return st;
+    if (w->access != OS_ACCESS_NONE && w->access != OS_ACCESS_FENCE)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_fence inside a %s epoch",
+                      w->access == OS_ACCESS_PSCW ? "post/start/complete/wait" : "lock");
+    if (w->exposure == OS_EXPOSE_POST)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_fence inside a post/wait exposure epoch");
+    if ((assert & MPI_MODE_NOPRECEDE) && w->nqueue)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_fence(MPI_MODE_NOPRECEDE) after %zu operations "
+                      "were issued in the epoch it closes", w->nqueue);
+    OS_STAT(w, FENCES, 1);
+
+    bool sync = !(assert & MPI_MODE_NOPRECEDE);
+    if (sync) {
+        /* Reduce-scatter of the per-target counts of queued operations: each
+         * origin adds one to the expected count of every target it queued
+         * operations for; the arrival counter then tells everybody that all
+         * counts are in and that every process has entered this fence. No
+         * barrier is needed after the transfers: each target waits only for
+         * the origins that announced themselves. */
+        const int p = (int)(w->fence_syncs & 1);
+        uint8_t *mark = w->tstate; /* unused during a fence epoch: borrow it */
+        for (size_t i = 0; i < w->nqueue; i++) {
+            int t = w->queue[i].target;
+            if (!mark[t]) {
+                mark[t] = 1;
+                atomic_fetch_add_explicit(&w->ctl[t].fence_expect[p], 1, memory_order_relaxed);
+            }
+        }
+        /* Release: operations done at once in this epoch are visible to all. */
+        node_barrier(w);
+        for (size_t i = 0; i < w->nqueue && !st; i++)
+            st = os_rma_execute(w, &w->queue[i]);
+        for (int t = 0; t < w->nranks; t++) {
+            if (mark[t]) {
+                mark[t] = 0;
+                atomic_fetch_add_explicit(&w->ctl[t].fence_done[p], 1, memory_order_release);
+            }
+        }
+        /* Parity p is not touched again until the next synchronizing fence
+         * but one, which cannot begin before this process arrives at the next. */
+        os_rank_ctl_t *me = &w->ctl[w->rank];
+        uint64_t expect = atomic_load_explicit(&me->fence_expect[p], memory_order_relaxed);
+        wait_until_geq(&me->fence_done[p], expect);
+        atomic_fetch_sub_explicit(&me->fence_expect[p], expect, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&me->fence_done[p], expect, memory_order_relaxed);
+        w->fence_syncs++;
+        OS_STAT(w, FENCE_SYNCS, 1);
+    } else {
+        atomic_thread_fence(memory_order_seq_cst);
+    }
+    for (size_t i = 0; i < w->nqueue; i++) {
+        os_dtype_release(w->queue[i].otype);
+        os_dtype_release(w->queue[i].ttype);
+        if (w->queue[i].rtype)
+            os_dtype_release(w->queue[i].rtype);
+    }
+    w->nqueue = 0;
+    if (assert & MPI_MODE_NOSUCCEED) {
+        w->access = OS_ACCESS_NONE;
+        w->exposure = OS_EXPOSE_NONE;
+    } else {
+        w->access = OS_ACCESS_FENCE;
+        w->exposure = OS_EXPOSE_FENCE;
+        /* Only a fence that synchronized guarantees that every target has
+         * entered this epoch; after NOPRECEDE operations wait for the next. */
+        w->fence_synced = sync;
+    }
+    return st;
+}
+
+/* -------------------------------------------------- post/start/complete/wait */
+
+os_status_t os_win_post(os_win_t *w, const int *ranks, int n, int assert)
+{
+    os_status_t st = check_assert(assert, MPI_MODE_NOCHECK | MPI_MODE_NOSTORE | MPI_MODE_NOPUT,
+                                  "MPI_Win_post");
+    if (st)
+        return st;
+    if (w->exposure == OS_EXPOSE_POST)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_post while a post/wait exposure epoch is open");
+    if (w->access == OS_ACCESS_LOCK_ALL || w->access == OS_ACCESS_LOCK)
+        return OS_ERR(OS_ERR_CONFLICT, "MPI_Win_post while holding a passive-target lock "
+                      "on this window");
+    if ((st = leave_fence(w, "MPI_Win_post")))
+        return st;
+    /* Release: this process's stores to its window happen before any origin
+     * that sees the post accesses it. */
+    if (!(assert & MPI_MODE_NOCHECK))
+        for (int i = 0; i < n; i++)
+            atomic_fetch_add_explicit(&w->post[(size_t)ranks[i] * w->post_stride + (size_t)w->rank],
+                                      1, memory_order_release);
+    w->post_expect = n;
+    w->exposure = OS_EXPOSE_POST;
+    OS_STAT(w, PSCW_EXPOSURE, 1);
+    return OS_OK;
+}
+
+os_status_t os_win_start(os_win_t *w, const int *ranks, int n, int assert)
+{
+    os_status_t st = check_assert(assert, MPI_MODE_NOCHECK, "MPI_Win_start");
+    if (st)
+        return st;
+    if (w->access == OS_ACCESS_PSCW)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_start while a start/complete epoch is open");
+    if (w->access == OS_ACCESS_LOCK || w->access == OS_ACCESS_LOCK_ALL)
+        return OS_ERR(OS_ERR_CONFLICT, "MPI_Win_start while holding a passive-target lock");
+    if ((st = leave_fence(w, "MPI_Win_start")))
+        return st;
+    /* Nothing is waited for here (paper 003): the first operation to a target,
+     * or MPI_Win_complete, waits for that target's post. */
+    for (int i = 0; i < n; i++) {
+        w->start_ranks[i] = ranks[i];
+        w->tstate[ranks[i]] = (assert & MPI_MODE_NOCHECK) ? OS_T_PSCW_READY : OS_T_PSCW_AWAIT_POST;
+    }
+    w->nstart = n;
+    w->access = OS_ACCESS_PSCW;
+    OS_STAT(w, PSCW_ACCESS, 1);
+    return OS_OK;
+}
+
+void os_pscw_await_post(os_win_t *w, int target)
+{
+    _Atomic uint64_t *cell = &w->post[(size_t)w->rank * w->post_stride + (size_t)target];
+    wait_until_geq(cell, w->post_seen[target] + 1);
+    w->post_seen[target]++;
+    w->tstate[target] = OS_T_PSCW_READY;
+}
+
+os_status_t os_win_complete(os_win_t *w)
+{
+    if (w->access != OS_ACCESS_PSCW)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_complete without a matching MPI_Win_start");
+    for (int i = 0; i < w->nstart; i++) {
+        int t = w->start_ranks[i];
+        if (w->tstate[t] == OS_T_PSCW_AWAIT_POST)
+            os_pscw_await_post(w, t);
+        w->tstate[t] = OS_T_NONE;
+        /* Release: every operation of this epoch is complete before the
+         * target's MPI_Win_wait can see the count. */
+        atomic_fetch_add_explicit(&w->ctl[t].pscw_done, 1, memory_order_release);
+    }
+    w->nstart = 0;
+    w->access = OS_ACCESS_NONE;
+    return OS_OK;
+}
+
+static os_status_t wait_or_test(os_win_t *w, int *flag, const char *call)
+{
+    if (w->exposure != OS_EXPOSE_POST)
+        return OS_ERR(OS_ERR_SYNC, "%s without a matching MPI_Win_post", call);
+    _Atomic uint64_t *done = &w->ctl[w->rank].pscw_done;
+    uint64_t n = (uint64_t)w->post_expect;
+    if (flag) {
+        *flag = atomic_load_explicit(done, memory_order_acquire) >= n;
+        if (!*flag)
+            return OS_OK;
+    } else {
+        wait_until_geq(done, n);
+    }
+    /* An origin's complete for the next epoch needs our next post, so the
+     * counter cannot run ahead of this subtraction. */
+    atomic_fetch_sub_explicit(done, n, memory_order_relaxed);
+    w->exposure = OS_EXPOSE_NONE;
+    return OS_OK;
+}
+
+os_status_t os_win_wait(os_win_t *w)
+{
+    return wait_or_test(w, NULL, "MPI_Win_wait");
+}
+
+os_status_t os_win_test(os_win_t *w, int *flag)
+{
+    return wait_or_test(w, flag, "MPI_Win_test");
+}
+
+/* ------------------------------------------------------------ lock/unlock */
+
+static void take_lock(os_win_t *w, int target, bool exclusive)
+{
+    bool contended = false;
+    if (exclusive)
+        os_lock_acquire_excl(&w->ctl[target].lock, &contended);
+    else
+        os_lock_acquire_shared(&w->ctl[target].lock, &contended);
+    OS_STAT(w, LOCK_ACQUIRED, 1);
+    if (contended)
+        OS_STAT(w, LOCK_CONTENDED, 1);
+}
+
+static void drop_lock(os_win_t *w, int target)
+{
+    uint8_t s = w->tstate[target];
+    /* Release: the epoch's operations are visible before the lock is free. */
+    atomic_thread_fence(memory_order_release);
+    if (s & OS_T_LOCK_NOCHECK)
+        return;
+    if (s == OS_T_LOCK_EXCL)
+        os_lock_release_excl(&w->ctl[target].lock);
+    else
+        os_lock_release_shared(&w->ctl[target].lock);
+}
+
+os_status_t os_win_lock(os_win_t *w, int exclusive, int target, int assert)
+{
+    os_status_t st = check_assert(assert, MPI_MODE_NOCHECK, "MPI_Win_lock");
+    if (st)
+        return st;
+    if (target < 0 || target >= w->nranks)
+        return OS_ERR(OS_ERR_RANK, "MPI_Win_lock: rank %d is not in the window's group of %d",
+                      target, w->nranks);
+    if (w->access == OS_ACCESS_PSCW)
+        return OS_ERR(OS_ERR_CONFLICT, "MPI_Win_lock inside a start/complete epoch");
+    if (w->access == OS_ACCESS_LOCK_ALL)
+        return OS_ERR(OS_ERR_CONFLICT, "MPI_Win_lock while MPI_Win_lock_all is held");
+    if (w->access == OS_ACCESS_LOCK && w->tstate[target] != OS_T_NONE)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_lock of rank %d, which this process already locked",
+                      target);
+    if ((st = leave_fence(w, "MPI_Win_lock")))
+        return st;
+    if (!(assert & MPI_MODE_NOCHECK))
+        take_lock(w, target, exclusive);
+    w->tstate[target] = (uint8_t)((exclusive ? OS_T_LOCK_EXCL : OS_T_LOCK_SHARED) |
+                                  ((assert & MPI_MODE_NOCHECK) ? OS_T_LOCK_NOCHECK : 0));
+    w->nlocked++;
+    w->access = OS_ACCESS_LOCK;
+    if (exclusive)
+        OS_STAT(w, LOCK_EXCLUSIVE, 1);
+    else
+        OS_STAT(w, LOCK_SHARED, 1);
+    return OS_OK;
+}
+
+os_status_t os_win_unlock(os_win_t *w, int target)
+{
+    if (target < 0 || target >= w->nranks)
+        return OS_ERR(OS_ERR_RANK, "MPI_Win_unlock: rank %d is not in the window's group of %d",
+                      target, w->nranks);
+    if (w->access != OS_ACCESS_LOCK || w->tstate[target] == OS_T_NONE)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_unlock of rank %d, which this process has not locked",
+                      target);
+    drop_lock(w, target);
+    w->tstate[target] = OS_T_NONE;
+    if (--w->nlocked == 0)
+        w->access = OS_ACCESS_NONE;
+    return OS_OK;
+}
+
+os_status_t os_win_lock_all(os_win_t *w, int assert)
+{
+    os_status_t st = check_assert(assert, MPI_MODE_NOCHECK, "MPI_Win_lock_all");
+    if (st)
+        return st;
+    if (w->access == OS_ACCESS_LOCK_ALL)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_lock_all while MPI_Win_lock_all is already held");
+    if (w->access == OS_ACCESS_LOCK || w->access == OS_ACCESS_PSCW)
+        return OS_ERR(OS_ERR_CONFLICT, "MPI_Win_lock_all inside a %s epoch",
+                      w->access == OS_ACCESS_LOCK ? "lock" : "start/complete");
+    if ((st = leave_fence(w, "MPI_Win_lock_all")))
+        return st;
+    /* Shared locks in rank order: every lock_all takes them in the same order. */
+    for (int t = 0; t < w->nranks; t++) {
+        if (!(assert & MPI_MODE_NOCHECK))
+            take_lock(w, t, false);
+        w->tstate[t] = (uint8_t)(OS_T_LOCK_SHARED | ((assert & MPI_MODE_NOCHECK) ? OS_T_LOCK_NOCHECK : 0));
+    }
+    w->access = OS_ACCESS_LOCK_ALL;
+    OS_STAT(w, LOCK_ALL, 1);
+    return OS_OK;
+}
+
+os_status_t os_win_unlock_all(os_win_t *w)
+{
+    if (w->access != OS_ACCESS_LOCK_ALL)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_unlock_all without MPI_Win_lock_all");
+    for (int t = 0; t < w->nranks; t++) {
+        drop_lock(w, t);
+        w->tstate[t] = OS_T_NONE;
+    }
+    w->access = OS_ACCESS_NONE;
+    return OS_OK;
+}
+
+os_status_t os_win_flush(os_win_t *w, int target, bool all)
+{
+    if (w->access != OS_ACCESS_LOCK && w->access != OS_ACCESS_LOCK_ALL)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_flush outside a passive-target epoch");
+    if (!all) {
+        if (target < 0 || target >= w->nranks)
+            return OS_ERR(OS_ERR_RANK, "MPI_Win_flush: rank %d is not in the window's group "
+                          "of %d", target, w->nranks);
+        if (w->tstate[target] == OS_T_NONE)
+            return OS_ERR(OS_ERR_SYNC, "MPI_Win_flush of rank %d, which is not locked", target);
+    }
+    /* Operations completed when they were issued; order them before what follows. */
+    atomic_thread_fence(memory_order_seq_cst);
+    OS_STAT(w, FLUSHES, 1);
+    return OS_OK;
+}
+
+os_status_t os_win_sync(os_win_t *w)
+{
+    (void)w;
+    atomic_thread_fence(memory_order_seq_cst);
+    return OS_OK;
+}

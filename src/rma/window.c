@@ -1,0 +1,275 @@
+/* Windows: creation of every flavor, the node segment layout, dynamic
+ * regions, shared queries and freeing. */
+#include "os_rma.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PAGE 4096
+
+typedef struct {
+    uint64_t base;
+    int64_t size;
+    int32_t disp_unit;
+    int32_t pid;
+    int32_t max_regions;
+    int32_t pad;
+} peer_info_t;
+
+/* Lay the control area out in the segment, in this order:
+ * node words | rank control blocks | post matrix | region tables | data. */
+static size_t layout(os_win_t *w, size_t *post_off, size_t *regions_off)
+{
+    size_t off = sizeof(os_node_ctl_t);
+    off = OS_ALIGN_UP(off, OS_CACHELINE) + (size_t)w->nranks * sizeof(os_rank_ctl_t);
+    *post_off = off;
+    /* Row o of the post matrix is read only by origin o: pad rows to lines. */
+    w->post_stride = OS_ALIGN_UP((size_t)w->nranks * sizeof(uint64_t), OS_CACHELINE) / sizeof(uint64_t);
+    off += (size_t)w->nranks * w->post_stride * sizeof(uint64_t);
+    *regions_off = off;
+    off += (size_t)w->nranks * (size_t)w->max_regions * sizeof(os_region_t);
+    return OS_ALIGN_UP(off, PAGE);
+}
+
+os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
+                          const os_config_t *cfg, bool noncontig, MPI_Comm comm, os_win_t **out)
+{
+    os_status_t st = OS_OK;
+    peer_info_t mine, *all = NULL;
+    MPI_Comm node = MPI_COMM_NULL;
+    int node_size, all_local = 0, one_node;
+    size_t post_off, regions_off, ctl_bytes, data_bytes = 0, *data_off = NULL;
+
+    os_win_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return OS_ERR(OS_ERR_NOMEM, "window object");
+    w->handle = MPI_WIN_NULL;
+    w->comm = MPI_COMM_NULL;
+    w->group = MPI_GROUP_NULL;
+    w->flavor = flavor;
+    w->cfg = *cfg;
+    w->noncontig = noncontig;
+    w->size = size;
+    w->disp_unit = disp_unit;
+    PMPI_Comm_dup(comm, &w->comm);
+    PMPI_Comm_rank(w->comm, &w->rank);
+    PMPI_Comm_size(w->comm, &w->nranks);
+    PMPI_Comm_group(w->comm, &w->group);
+
+    /* This engine serves windows whose processes share one node. */
+    PMPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    PMPI_Comm_size(node, &node_size);
+    one_node = node_size == w->nranks;
+    PMPI_Allreduce(&one_node, &all_local, 1, MPI_INT, MPI_LAND, w->comm);
+    if (!all_local) {
+        st = flavor == OS_FLAVOR_SHARED
+                 ? OS_ERR(OS_ERR_SHARED, "MPI_Win_allocate_shared over processes of "
+                                         "different nodes")
+                 : OS_ERR(OS_ERR_UNSUPPORTED, "a window spanning several nodes needs the "
+                                              "inter-node transport, which is not built yet");
+        goto fail;
+    }
+
+    mine = (peer_info_t){ .base = (uint64_t)(uintptr_t)base, .size = size,
+                          .disp_unit = disp_unit, .pid = (int32_t)getpid(),
+                          .max_regions = cfg->dynamic_max_regions };
+    all = malloc((size_t)w->nranks * sizeof *all);
+    data_off = calloc((size_t)w->nranks, sizeof *data_off);
+    w->peers = calloc((size_t)w->nranks, sizeof *w->peers);
+    w->tstate = calloc((size_t)w->nranks, 1);
+    w->post_seen = calloc((size_t)w->nranks, sizeof *w->post_seen);
+    w->start_ranks = malloc((size_t)w->nranks * sizeof *w->start_ranks);
+    if (!all || !data_off || !w->peers || !w->tstate || !w->post_seen || !w->start_ranks) {
+        st = OS_ERR(OS_ERR_NOMEM, "window of %d processes", w->nranks);
+        goto fail;
+    }
+    PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, w->comm);
+
+    /* Every rank must lay the region tables out alike: take the largest request. */
+    w->max_regions = 0;
+    if (flavor == OS_FLAVOR_DYNAMIC)
+        for (int r = 0; r < w->nranks; r++)
+            if (all[r].max_regions > w->max_regions)
+                w->max_regions = all[r].max_regions;
+    ctl_bytes = layout(w, &post_off, &regions_off);
+
+    if (flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED) {
+        /* allocate_shared is contiguous across ranks unless asked otherwise,
+         * as MPI specifies; MPI_Win_allocate gets page-aligned pieces. */
+        bool pad = flavor == OS_FLAVOR_ALLOCATE || noncontig;
+        for (int r = 0; r < w->nranks; r++) {
+            data_off[r] = data_bytes;
+            data_bytes += (size_t)all[r].size;
+            if (pad)
+                data_bytes = OS_ALIGN_UP(data_bytes, PAGE);
+        }
+    }
+    st = os_shm_create(w->comm, ctl_bytes + data_bytes, &w->seg);
+    if (st)
+        goto fail;
+    char *seg = w->seg.addr;
+    w->node = (os_node_ctl_t *)seg;
+    w->ctl = (os_rank_ctl_t *)(seg + OS_ALIGN_UP(sizeof(os_node_ctl_t), OS_CACHELINE));
+    w->post = (_Atomic uint64_t *)(seg + post_off);
+    w->regions = (os_region_t *)(seg + regions_off);
+
+    for (int r = 0; r < w->nranks; r++) {
+        os_peer_t *p = &w->peers[r];
+        p->size = (MPI_Aint)all[r].size;
+        p->disp_unit = all[r].disp_unit;
+        p->pid = (pid_t)all[r].pid;
+        switch (flavor) {
+        case OS_FLAVOR_ALLOCATE:
+        case OS_FLAVOR_SHARED:
+            p->base = seg + ctl_bytes + data_off[r];
+            p->access = OS_PEER_DIRECT;
+            break;
+        case OS_FLAVOR_CREATE:
+        case OS_FLAVOR_DYNAMIC:
+            /* User memory: mapped only in its owner. */
+            p->base = r == w->rank ? (char *)base : (char *)(uintptr_t)all[r].base;
+            p->access = r == w->rank ? OS_PEER_DIRECT : OS_PEER_CMA;
+            p->acc_mutex_always = w->nranks > 1;
+            if (flavor == OS_FLAVOR_DYNAMIC)
+                p->base = NULL; /* displacements are absolute addresses */
+            break;
+        }
+    }
+    if (flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED)
+        w->base = w->size ? w->peers[w->rank].base : NULL;
+    else
+        w->base = base;
+    if (flavor == OS_FLAVOR_SHARED && !w->size)
+        w->base = w->peers[w->rank].base; /* MPI: a valid, possibly shared, address */
+
+    /* The host MPI's window is only a handle; a dynamic one costs no memory. */
+    if (PMPI_Win_create_dynamic(MPI_INFO_NULL, w->comm, &w->handle) != MPI_SUCCESS) {
+        st = OS_ERR(OS_ERR_OTHER, "the host MPI could not create a window handle");
+        goto fail;
+    }
+    free(all);
+    free(data_off);
+    PMPI_Comm_free(&node);
+    *out = w;
+    return OS_OK;
+
+fail:
+    free(all);
+    free(data_off);
+    if (node != MPI_COMM_NULL)
+        PMPI_Comm_free(&node);
+    os_shm_destroy(&w->seg);
+    if (w->group != MPI_GROUP_NULL)
+        PMPI_Group_free(&w->group);
+    if (w->comm != MPI_COMM_NULL)
+        PMPI_Comm_free(&w->comm);
+    free(w->peers);
+    free(w->tstate);
+    free(w->post_seen);
+    free(w->start_ranks);
+    free(w);
+    return st;
+}
+
+os_status_t os_win_can_free(const os_win_t *w)
+{
+    if (w->access == OS_ACCESS_PSCW || w->access == OS_ACCESS_LOCK ||
+        w->access == OS_ACCESS_LOCK_ALL || w->exposure == OS_EXPOSE_POST ||
+        (w->access == OS_ACCESS_FENCE && !os_win_fence_idle(w)))
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_free with an epoch still open (%s)",
+                      w->access == OS_ACCESS_PSCW       ? "MPI_Win_start without MPI_Win_complete"
+                      : w->access == OS_ACCESS_LOCK     ? "a lock is held"
+                      : w->access == OS_ACCESS_LOCK_ALL ? "MPI_Win_lock_all is held"
+                      : w->exposure == OS_EXPOSE_POST   ? "MPI_Win_post without MPI_Win_wait"
+                                                        : "operations after the last fence");
+    return OS_OK;
+}
+
+os_status_t os_win_free(os_win_t *w)
+{
+    os_status_t st = os_win_can_free(w);
+    if (st)
+        return st;
+    /* No process may leave while another may still touch its memory. */
+    PMPI_Barrier(w->comm);
+    os_shm_destroy(&w->seg);
+    PMPI_Win_free(&w->handle);
+    PMPI_Group_free(&w->group);
+    PMPI_Comm_free(&w->comm);
+    free(w->peers);
+    free(w->tstate);
+    free(w->post_seen);
+    free(w->start_ranks);
+    free(w->queue);
+    free(w);
+    return OS_OK;
+}
+
+os_status_t os_win_shared_query(os_win_t *w, int rank, MPI_Aint *size, int *disp_unit,
+                                void **baseptr)
+{
+    if (w->flavor != OS_FLAVOR_SHARED && w->flavor != OS_FLAVOR_ALLOCATE)
+        return OS_ERR(OS_ERR_FLAVOR, "MPI_Win_shared_query on a window whose memory is not "
+                                     "shared (created with MPI_Win_create or dynamic)");
+    if (rank == MPI_PROC_NULL) {
+        /* The lowest rank with memory, as MPI defines it. */
+        for (rank = 0; rank < w->nranks - 1 && w->peers[rank].size == 0; rank++)
+            ;
+    } else if (rank < 0 || rank >= w->nranks) {
+        return OS_ERR(OS_ERR_RANK, "rank %d is not in the window's group of %d", rank,
+                      w->nranks);
+    }
+    *size = w->peers[rank].size;
+    *disp_unit = w->peers[rank].disp_unit;
+    *baseptr = w->peers[rank].base;
+    return OS_OK;
+}
+
+/* The owner edits its region table under a sequence lock; origins read it
+ * with os_dyn_find (ops.c) and retry if the version moved. */
+os_status_t os_win_attach(os_win_t *w, void *base, MPI_Aint size)
+{
+    if (w->flavor != OS_FLAVOR_DYNAMIC)
+        return OS_ERR(OS_ERR_FLAVOR, "MPI_Win_attach on a window not created dynamic");
+    if (size < 0)
+        return OS_ERR(OS_ERR_SIZE, "MPI_Win_attach of %ld bytes", (long)size);
+    if (size > 0 && !base)
+        return OS_ERR(OS_ERR_ARG, "MPI_Win_attach of a NULL base");
+    os_rank_ctl_t *c = &w->ctl[w->rank];
+    os_region_t *tab = &w->regions[(size_t)w->rank * (size_t)w->max_regions];
+    uint64_t n = atomic_load_explicit(&c->dyn_count, memory_order_relaxed);
+    if (n >= (uint64_t)w->max_regions)
+        return OS_ERR(OS_ERR_ATTACH, "more than %d regions attached to a dynamic window "
+                      "(raise %s)", w->max_regions, ONESIDED_INFO_DYNAMIC_MAX_REGIONS);
+    atomic_fetch_add_explicit(&c->dyn_version, 1, memory_order_acq_rel);
+    atomic_store_explicit(&tab[n].base, (uint64_t)(uintptr_t)base, memory_order_relaxed);
+    atomic_store_explicit(&tab[n].size, (uint64_t)size, memory_order_relaxed);
+    atomic_store_explicit(&c->dyn_count, n + 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->dyn_version, 1, memory_order_release);
+    return OS_OK;
+}
+
+os_status_t os_win_detach(os_win_t *w, const void *base)
+{
+    if (w->flavor != OS_FLAVOR_DYNAMIC)
+        return OS_ERR(OS_ERR_FLAVOR, "MPI_Win_detach on a window not created dynamic");
+    os_rank_ctl_t *c = &w->ctl[w->rank];
+    os_region_t *tab = &w->regions[(size_t)w->rank * (size_t)w->max_regions];
+    uint64_t n = atomic_load_explicit(&c->dyn_count, memory_order_relaxed);
+    for (uint64_t i = 0; i < n; i++) {
+        if (atomic_load_explicit(&tab[i].base, memory_order_relaxed) == (uint64_t)(uintptr_t)base) {
+            atomic_fetch_add_explicit(&c->dyn_version, 1, memory_order_acq_rel);
+            atomic_store_explicit(&tab[i].base,
+                                  atomic_load_explicit(&tab[n - 1].base, memory_order_relaxed),
+                                  memory_order_relaxed);
+            atomic_store_explicit(&tab[i].size,
+                                  atomic_load_explicit(&tab[n - 1].size, memory_order_relaxed),
+                                  memory_order_relaxed);
+            atomic_store_explicit(&c->dyn_count, n - 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&c->dyn_version, 1, memory_order_release);
+            return OS_OK;
+        }
+    }
+    return OS_ERR(OS_ERR_ATTACH, "MPI_Win_detach of %p, which is not attached", base);
+}

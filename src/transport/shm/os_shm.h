@@ -1,0 +1,39 @@
+/*
+ * Shared-memory transport: segments that every process of a node maps, and
+ * single-copy access to another process's private memory (Linux CMA).
+ */
+#ifndef OS_SHM_H
+#define OS_SHM_H
+
+#include <mpi.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "../../util/os_util.h"
+
+typedef struct {
+    void *addr;
+    size_t size;
+} os_shm_seg_t;
+
+/* Collective over node_comm (all processes on one node): node rank 0 creates a
+ * segment of `size` bytes (zero-filled), every process maps it. The name is
+ * unlinked before return, so nothing leaks if a process dies later. */
+os_status_t os_shm_create(MPI_Comm node_comm, size_t size, os_shm_seg_t *seg);
+void os_shm_destroy(os_shm_seg_t *seg);
+
+/* Allow other processes of the same user to use CMA on this one, where a Yama
+ * policy would otherwise restrict it to descendants. */
+void os_cma_enable(void);
+
+/* Copy between local iovecs and another process's memory. Loops over partial
+ * transfers and over IOV_MAX batches; returns OS_ERR_OTHER with errno text on failure. */
+os_status_t os_cma_write(pid_t pid, const struct iovec *local, size_t nlocal,
+                         const struct iovec *remote, size_t nremote);
+os_status_t os_cma_read(pid_t pid, const struct iovec *local, size_t nlocal,
+                        const struct iovec *remote, size_t nremote);
+/* One contiguous run each way; the common case. */
+os_status_t os_cma_put(pid_t pid, void *remote, const void *local, size_t len);
+os_status_t os_cma_get(pid_t pid, void *local, const void *remote, size_t len);
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * onesided utilities: the one status type, error reporting, logging, the
+ * configuration table, waiting with back-off, and a small hash map.
+ * This layer knows nothing about MPI.
+ */
+#ifndef OS_UTIL_H
+#define OS_UTIL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---------------------------------------------------------------- status */
+
+/* The one status type used inside onesided. The MPI front end maps each value
+ * to an MPI error class (os_status_to_mpi_class in src/mpi). */
+typedef enum {
+    OS_OK = 0,
+    OS_ERR_ARG,         /* invalid argument of no more specific kind */
+    OS_ERR_COMM,        /* invalid communicator */
+    OS_ERR_RANK,        /* target rank outside the window's group */
+    OS_ERR_COUNT,       /* negative count */
+    OS_ERR_TYPE,        /* datatype invalid or not allowed here */
+    OS_ERR_OP,          /* reduction op invalid or not allowed for the type */
+    OS_ERR_DISP,        /* invalid displacement unit */
+    OS_ERR_SIZE,        /* invalid window size */
+    OS_ERR_INFO,        /* invalid info value */
+    OS_ERR_ASSERT,      /* invalid assert bits */
+    OS_ERR_LOCKTYPE,    /* lock type is neither shared nor exclusive */
+    OS_ERR_WIN,         /* not a window */
+    OS_ERR_RANGE,       /* access outside the target window */
+    OS_ERR_TRUNCATE,    /* origin data larger than the target (or result) buffer */
+    OS_ERR_SYNC,        /* call outside an epoch / mismatched synchronization */
+    OS_ERR_CONFLICT,    /* an epoch conflicts with one already open */
+    OS_ERR_ATTACH,      /* dynamic window attach/detach failure */
+    OS_ERR_SHARED,      /* memory cannot be shared */
+    OS_ERR_FLAVOR,      /* operation not valid for this window flavor */
+    OS_ERR_NOMEM,       /* out of memory */
+    OS_ERR_UNSUPPORTED, /* valid MPI, not (yet) supported by onesided */
+    OS_ERR_OTHER        /* a system or host-MPI call failed */
+} os_status_t;
+
+const char *os_status_name(os_status_t st);
+
+/* Record an error where it is first seen: keeps a per-thread message for the
+ * front end (which prints it under MPI_ERRORS_ARE_FATAL) and logs it once at
+ * log level >= 2. Returns st so that it can be used as `st = OS_ERR(...)`. */
+os_status_t os_error_set(os_status_t st, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define OS_ERR(st, ...) os_error_set((st), __func__, __VA_ARGS__)
+/* The message of the last error recorded by this thread. */
+const char *os_error_message(void);
+
+/* --------------------------------------------------------------- logging */
+
+extern int os_log_level; /* 0 silent, 1 warnings, 2 errors seen, 3 debug */
+void os_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define OS_WARN(...) do { if (os_log_level >= 1) os_log(1, __VA_ARGS__); } while (0)
+#define OS_DEBUG(...) do { if (os_log_level >= 3) os_log(3, __VA_ARGS__); } while (0)
+void os_log_set_rank(int rank);
+
+/* ---------------------------------------------------------- configuration */
+
+/* Every tunable of the library, read in one place (os_config.c).
+ * X(field, type, env var, window info key or NULL, default, help) */
+#define OS_CONFIG_TABLE(X)                                                                    \
+    X(stats, int, "ONESIDED_STATS", NULL, "0",                                                \
+      "Print a statistics report per window at MPI_Finalize: 1 = summed over ranks, "        \
+      "2 = also one line per rank.")                                                          \
+    X(verbose, int, "ONESIDED_VERBOSE", NULL, "0",                                            \
+      "Log level: 0 quiet, 1 warnings, 2 also every error where first seen, 3 debug.")       \
+    X(spin_count, int, "ONESIDED_SPIN_COUNT", NULL, "-1",                                     \
+      "Polls of a waiting loop before it yields the core on every further poll. "            \
+      "-1 = automatic: 2000 when the node has a core per process, 16 when oversubscribed.")  \
+    X(dynamic_max_regions, int, "ONESIDED_DYNAMIC_MAX_REGIONS",                               \
+      "onesided_dynamic_max_regions", "256",                                                  \
+      "Most regions one process may have attached to a dynamic window at once.")             \
+    X(fence_defer, int, "ONESIDED_FENCE_DEFER", "onesided_fence_defer", "0",                  \
+      "1 = queue every operation of a fence epoch to the closing fence (paper 003); "        \
+      "0 = do operations at once when the opening fence synchronized, queue them "           \
+      "only after MPI_MODE_NOPRECEDE.")                                                       \
+    X(help, int, "ONESIDED_HELP", NULL, "0",                                                  \
+      "Print this table of tunables on rank 0 at MPI_Init.")
+
+typedef struct {
+#define OS_CONFIG_FIELD(field, type, env, info, def, help) type field;
+    OS_CONFIG_TABLE(OS_CONFIG_FIELD)
+#undef OS_CONFIG_FIELD
+} os_config_t;
+
+extern os_config_t os_config;       /* process-wide values: defaults and environment */
+void os_config_load(void);          /* read the environment once, at MPI_Init */
+void os_config_print(FILE *out);    /* the table with defaults, current values and help */
+/* Look a window-level tunable up by its info key: sets *cfg's field from value.
+ * Returns OS_ERR_INFO for a malformed value, OS_OK otherwise (unknown keys are ignored). */
+os_status_t os_config_apply_info(os_config_t *cfg, const char *key, const char *value);
+/* Iterate the info keys the table knows, for MPI_Win_get_info. */
+typedef void (*os_config_info_fn)(const char *key, const char *value, void *ctx);
+void os_config_each_info(const os_config_t *cfg, os_config_info_fn fn, void *ctx);
+
+/* ------------------------------------------------------ waiting, back-off */
+
+/* Spin briefly, then yield. Tests run with more processes than cores; a
+ * waiter that never yields would keep the process it waits for off the CPU. */
+extern int os_spin_limit;
+typedef struct { unsigned polls; } os_backoff_t;
+#define OS_BACKOFF_INIT { 0 }
+void os_backoff_yield(void);
+static inline void os_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+static inline void os_backoff_wait(os_backoff_t *b)
+{
+    if (b->polls < (unsigned)os_spin_limit) {
+        b->polls++;
+        os_cpu_relax();
+    } else {
+        os_backoff_yield();
+    }
+}
+
+/* --------------------------------------------------------------- hash map */
+
+/* Open-addressing map from a non-zero integer key (an MPI handle) to a pointer. */
+typedef struct {
+    uintptr_t *keys;
+    void **vals;
+    size_t cap, used, tombs;
+} os_hmap_t;
+void *os_hmap_get(const os_hmap_t *m, uintptr_t key);
+os_status_t os_hmap_put(os_hmap_t *m, uintptr_t key, void *val);
+void *os_hmap_del(os_hmap_t *m, uintptr_t key);
+void os_hmap_destroy(os_hmap_t *m);
+
+#define OS_ALIGN_UP(x, a) ((((x) + (a) - 1) / (a)) * (a))
+#define OS_CACHELINE 64
+
+#endif
