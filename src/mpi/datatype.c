@@ -41,7 +41,7 @@ static os_basic_t complex_basic(int size, bool is_long_double)
     return size == 8 ? OS_B_C_FLOAT_COMPLEX : size == 16 ? OS_B_C_DOUBLE_COMPLEX : OS_B_OPAQUE;
 }
 
-enum kind { K_SINT, K_UINT, K_CHAR, K_FINT, K_FLOAT, K_LDOUBLE, K_COMPLEX, K_LDCOMPLEX,
+enum kind { K_TEXT, K_SINT, K_UINT, K_CHAR, K_FINT, K_FLOAT, K_LDOUBLE, K_COMPLEX, K_LDCOMPLEX,
             K_BOOL, K_LOGICAL, K_BYTE, K_OPAQUE, K_PAIR };
 
 static void add(MPI_Datatype dt, enum kind k, os_basic_t pair, size_t pair_size)
@@ -55,6 +55,7 @@ static void add(MPI_Datatype dt, enum kind k, os_basic_t pair, size_t pair_size)
     os_basic_t b = OS_B_OPAQUE;
     os_class_t c = OS_CLASS_NONE;
     switch (k) {
+    case K_TEXT: b = int_basic(size, false); c = OS_CLASS_NONE; break;
     case K_SINT: b = int_basic(size, true); c = OS_CLASS_CINT; break;
     case K_UINT: b = int_basic(size, false); c = OS_CLASS_CINT; break;
     case K_CHAR: b = int_basic(size, true); c = OS_CLASS_CHAR; break;
@@ -84,7 +85,7 @@ void os_mpi_dtype_init(void)
     add(MPI_CHAR, K_CHAR, 0, 0);
     add(MPI_SIGNED_CHAR, K_SINT, 0, 0);
     add(MPI_UNSIGNED_CHAR, K_UINT, 0, 0);
-    add(MPI_WCHAR, K_UINT, 0, 0);
+    add(MPI_WCHAR, K_TEXT, 0, 0); /* characters: no arithmetic, as in MPICH */
     add(MPI_SHORT, K_SINT, 0, 0);
     add(MPI_UNSIGNED_SHORT, K_UINT, 0, 0);
     add(MPI_INT, K_SINT, 0, 0);
@@ -128,7 +129,7 @@ void os_mpi_dtype_init(void)
     add(MPI_CXX_LONG_DOUBLE_COMPLEX, K_LDCOMPLEX, 0, 0);
 #endif
     /* Fortran types: the handles exist even when no Fortran program runs. */
-    add(MPI_CHARACTER, K_OPAQUE, 0, 0);
+    add(MPI_CHARACTER, K_CHAR, 0, 0); /* MPICH reduces it as a C char */
     add(MPI_INTEGER, K_FINT, 0, 0);
     add(MPI_INTEGER1, K_FINT, 0, 0);
     add(MPI_INTEGER2, K_FINT, 0, 0);

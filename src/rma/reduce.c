@@ -256,7 +256,10 @@ bool os_op_valid(os_op_t op, os_class_t cls)
     case OS_OP_LAND:
     case OS_OP_LOR:
     case OS_OP_LXOR:
-        return cls == OS_CLASS_CINT || cls == OS_CLASS_LOGICAL || cls == OS_CLASS_CHAR;
+        /* Fortran integers too: MPICH accepts them, and programs that run on
+         * the host MPI must run here (MPI-3.1 lists only C integers). */
+        return cls == OS_CLASS_CINT || cls == OS_CLASS_FINT || cls == OS_CLASS_LOGICAL ||
+               cls == OS_CLASS_CHAR;
     case OS_OP_BAND:
     case OS_OP_BOR:
     case OS_OP_BXOR:
@@ -304,8 +307,9 @@ void os_reduce(os_op_t op, os_basic_t basic, size_t esize, void *target, const v
 #define ATOMIC_ELEM(W, UT)                                                                     \
     static void atomic_##W(os_op_t op, os_basic_t basic, void *tv, const void *ov, void *fv) \
     {                                                                                          \
-        UT *t = tv, o, old;                                                                    \
-        memcpy(&o, ov, sizeof o);                                                              \
+        UT *t = tv, o = 0, old;                                                                \
+        if (op != OS_OP_NO_OP) /* NO_OP ignores the origin, which may be NULL */               \
+            memcpy(&o, ov, sizeof o);                                                          \
         bool is_int = basic >= OS_B_INT8 && basic <= OS_B_UINT64;                              \
         if (op == OS_OP_REPLACE) {                                                             \
             old = __atomic_exchange_n(t, o, __ATOMIC_ACQ_REL);                                 \
@@ -342,7 +346,7 @@ void os_reduce_atomic(os_op_t op, os_basic_t basic, size_t elem_size, void *targ
 {
     char *t = target, *f = fetch;
     const char *o = origin;
-    for (size_t i = 0; i < n; i++, t += elem_size, o += elem_size) {
+    for (size_t i = 0; i < n; i++, t += elem_size) {
         switch (elem_size) {
         case 1: atomic_1(op, basic, t, o, f); break;
         case 2: atomic_2(op, basic, t, o, f); break;
@@ -351,6 +355,8 @@ void os_reduce_atomic(os_op_t op, os_basic_t basic, size_t elem_size, void *targ
         }
         if (f)
             f += elem_size;
+        if (o)
+            o += elem_size;
     }
 }
 

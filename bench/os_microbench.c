@@ -1,0 +1,224 @@
+/*
+ * 8-byte latency of one-sided operations, native host-MPI RMA against
+ * onesided in the same run. The binary is linked with onesided, so MPI_*
+ * calls reach onesided while PMPI_* calls reach the host MPI's own RMA.
+ *
+ *   mpiexec -n 2 os_microbench [--iters N] [--reps R] [--csv FILE]
+ *
+ * Rank 0 is the origin, rank 1 the target; the target idles in a barrier.
+ * Each row is the median over R repetitions of the mean over N iterations.
+ * Every result is verified; a wrong value aborts the run.
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*win_allocate)(MPI_Aint, int, MPI_Info, MPI_Comm, void *, MPI_Win *);
+    int (*win_free)(MPI_Win *);
+    int (*put)(const void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win);
+    int (*get)(void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win);
+    int (*acc)(const void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Op, MPI_Win);
+    int (*fop)(const void *, void *, MPI_Datatype, int, MPI_Aint, MPI_Op, MPI_Win);
+    int (*cas)(const void *, const void *, void *, MPI_Datatype, int, MPI_Aint, MPI_Win);
+    int (*lock)(int, int, int, MPI_Win);
+    int (*unlock)(int, MPI_Win);
+    int (*lock_all)(int, MPI_Win);
+    int (*unlock_all)(MPI_Win);
+    int (*flush)(int, MPI_Win);
+    int (*fence)(int, MPI_Win);
+    int (*post)(MPI_Group, int, MPI_Win);
+    int (*start)(MPI_Group, int, MPI_Win);
+    int (*complete)(MPI_Win);
+    int (*wait)(MPI_Win);
+} impl_t;
+
+static const impl_t impls[2] = {
+    { "native", PMPI_Win_allocate, PMPI_Win_free, PMPI_Put, PMPI_Get, PMPI_Accumulate,
+      PMPI_Fetch_and_op, PMPI_Compare_and_swap, PMPI_Win_lock, PMPI_Win_unlock,
+      PMPI_Win_lock_all, PMPI_Win_unlock_all, PMPI_Win_flush, PMPI_Win_fence, PMPI_Win_post,
+      PMPI_Win_start, PMPI_Win_complete, PMPI_Win_wait },
+    { "onesided", MPI_Win_allocate, MPI_Win_free, MPI_Put, MPI_Get, MPI_Accumulate,
+      MPI_Fetch_and_op, MPI_Compare_and_swap, MPI_Win_lock, MPI_Win_unlock, MPI_Win_lock_all,
+      MPI_Win_unlock_all, MPI_Win_flush, MPI_Win_fence, MPI_Win_post, MPI_Win_start,
+      MPI_Win_complete, MPI_Win_wait },
+};
+
+enum { B_PUT, B_GET, B_ACC, B_FOP, B_CAS, B_LOCK_PUT_UNLOCK, B_FENCE, B_PSCW, NBENCH };
+static const char *const bench_name[NBENCH] = {
+    "put+flush", "get+flush", "accumulate+flush", "fetch_and_op", "compare_and_swap",
+    "lock-put-unlock", "fence epoch", "pscw epoch",
+};
+
+static int rank, size;
+
+static void fail(const char *what, long got, long want)
+{
+    fprintf(stderr, "os_microbench: VERIFICATION FAILED: %s: got %ld, expected %ld\n", what, got,
+            want);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One timed repetition of `iters` iterations; returns microseconds per iteration. */
+static double run(const impl_t *m, int bench, MPI_Win win, long *base, int iters, MPI_Group peer)
+{
+    const int target = 1;
+    long one = 1, val = 0, res = 0, cmp = 0;
+    double t0 = 0, t = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    switch (bench) {
+    case B_PUT: case B_GET: case B_ACC: case B_FOP: case B_CAS:
+        if (rank == 0) {
+            m->lock_all(0, win);
+            t0 = MPI_Wtime();
+            for (int i = 0; i < iters; i++) {
+                switch (bench) {
+                case B_PUT: val = i; m->put(&val, 1, MPI_LONG, target, 0, 1, MPI_LONG, win); m->flush(target, win); break;
+                case B_GET: m->get(&res, 1, MPI_LONG, target, 1, 1, MPI_LONG, win); m->flush(target, win); break;
+                case B_ACC: m->acc(&one, 1, MPI_LONG, target, 2, 1, MPI_LONG, MPI_SUM, win); m->flush(target, win); break;
+                case B_FOP: m->fop(&one, &res, MPI_LONG, target, 3, MPI_SUM, win); m->flush(target, win); break;
+                case B_CAS: cmp = i; val = i + 1; m->cas(&val, &cmp, &res, MPI_LONG, target, 4, win); m->flush(target, win);
+                    if (res != i) fail("compare_and_swap fetched value", res, i);
+                    break;
+                }
+            }
+            t = MPI_Wtime() - t0;
+            m->unlock_all(win);
+        }
+        break;
+    case B_LOCK_PUT_UNLOCK:
+        if (rank == 0) {
+            t0 = MPI_Wtime();
+            for (int i = 0; i < iters; i++) {
+                val = i;
+                m->lock(MPI_LOCK_EXCLUSIVE, target, 0, win);
+                m->put(&val, 1, MPI_LONG, target, 5, 1, MPI_LONG, win);
+                m->unlock(target, win);
+            }
+            t = MPI_Wtime() - t0;
+        }
+        break;
+    case B_FENCE:
+        /* The paper's pattern: every process puts to its neighbour. */
+        t0 = MPI_Wtime();
+        for (int i = 0; i < iters; i++) {
+            val = i;
+            m->fence(MPI_MODE_NOPRECEDE, win);
+            m->put(&val, 1, MPI_LONG, (rank + 1) % size, 6, 1, MPI_LONG, win);
+            m->fence(MPI_MODE_NOSTORE | MPI_MODE_NOPUT | MPI_MODE_NOSUCCEED, win);
+        }
+        t = MPI_Wtime() - t0;
+        if (base[6] != iters - 1)
+            fail("fence epoch put", base[6], iters - 1);
+        break;
+    case B_PSCW:
+        t0 = MPI_Wtime();
+        for (int i = 0; i < iters; i++) {
+            val = i;
+            m->post(peer, 0, win);
+            m->start(peer, 0, win);
+            m->put(&val, 1, MPI_LONG, (rank + 1) % size, 7, 1, MPI_LONG, win);
+            m->complete(win);
+            m->wait(win);
+        }
+        t = MPI_Wtime() - t0;
+        if (base[7] != iters - 1)
+            fail("pscw epoch put", base[7], iters - 1);
+        break;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return t * 1e6 / iters;
+}
+
+static void verify(int bench, long *base, long iters_total)
+{
+    /* On the target, after the last repetition of a benchmark. */
+    if (rank != 1)
+        return;
+    switch (bench) {
+    case B_ACC: if (base[2] != iters_total) fail("accumulate total", base[2], iters_total); break;
+    case B_FOP: if (base[3] != iters_total) fail("fetch_and_op total", base[3], iters_total); break;
+    default: break;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int iters = 2000, reps = 7;
+    const char *csv = NULL;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+    }
+    if (size != 2) {
+        if (rank == 0)
+            fprintf(stderr, "os_microbench runs on exactly 2 processes\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Group world, peer;
+    int other = 1 - rank;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 1, &other, &peer);
+
+    double med[2][NBENCH];
+    for (int k = 0; k < 2; k++) {
+        const impl_t *m = &impls[k];
+        long *base;
+        MPI_Win win;
+        m->win_allocate(16 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+        for (int b = 0; b < NBENCH; b++) {
+            double *samples = malloc(sizeof(double) * (size_t)reps);
+            memset(base, 0, 16 * sizeof(long));
+            MPI_Barrier(MPI_COMM_WORLD);
+            m->fence(0, win);  /* warm-up and clean epoch boundary */
+            m->fence(MPI_MODE_NOSUCCEED, win);
+            for (int r = 0; r < reps; r++) {
+                if (b == B_CAS) {  /* restart the compare chain each repetition */
+                    MPI_Barrier(MPI_COMM_WORLD);
+                    base[4] = 0;
+                    MPI_Barrier(MPI_COMM_WORLD);
+                }
+                samples[r] = run(m, b, win, base, iters, peer);
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+            verify(b, base, (long)iters * reps);
+            qsort(samples, (size_t)reps, sizeof(double), cmp_double);
+            med[k][b] = samples[reps / 2];
+            free(samples);
+        }
+        m->win_free(&win);
+    }
+    if (rank == 0) {
+        FILE *out = csv ? fopen(csv, "w") : NULL;
+        printf("%-20s %12s %12s %8s\n", "8-byte latency (us)", "native", "onesided", "ratio");
+        if (out)
+            fprintf(out, "benchmark,native_us,onesided_us,ratio\n");
+        for (int b = 0; b < NBENCH; b++) {
+            double ratio = med[1][b] / med[0][b];
+            printf("%-20s %12.3f %12.3f %8.3f\n", bench_name[b], med[0][b], med[1][b], ratio);
+            if (out)
+                fprintf(out, "%s,%.4f,%.4f,%.4f\n", bench_name[b], med[0][b], med[1][b], ratio);
+        }
+        printf("(median of %d repetitions x %d iterations; ratio = onesided / native)\n", reps, iters);
+        if (out)
+            fclose(out);
+    }
+    MPI_Group_free(&peer);
+    MPI_Group_free(&world);
+    MPI_Finalize();
+    return 0;
+}

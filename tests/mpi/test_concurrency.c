@@ -1,0 +1,107 @@
+/* All ranks against one location: accumulate, fetch_and_op and
+ * compare_and_swap totals are exact; exclusive locks exclude; shared readers
+ * never see a torn pair. On every flavor (atomics, mutex and CMA paths). */
+#include "common.h"
+
+enum { ROUNDS = 300 };
+
+static void totals(int flavor)
+{
+    t_win_t t = t_win_make(flavor, 64, MPI_INFO_NULL);
+    const int root = 0;
+    int64_t one = 1;
+    double half = 0.5;
+    /* Accumulate and fetch_and_op under one shared lock_all epoch. */
+    MPI_Win_lock_all(0, t.win);
+    for (int i = 0; i < ROUNDS; i++) {
+        int64_t old;
+        MPI_Accumulate(&one, 1, MPI_INT64_T, root, t_disp(&t, root, 0), 1, MPI_INT64_T, MPI_SUM, t.win);
+        MPI_Fetch_and_op(&one, &old, MPI_INT64_T, root, t_disp(&t, root, 8), MPI_SUM, t.win);
+        MPI_Accumulate(&half, 1, MPI_DOUBLE, root, t_disp(&t, root, 16), 1, MPI_DOUBLE, MPI_SUM, t.win);
+        /* A compare-and-swap increment loop. */
+        int64_t seen = 0, want, got;
+        MPI_Fetch_and_op(NULL, &seen, MPI_INT64_T, root, t_disp(&t, root, 24), MPI_NO_OP, t.win);
+        MPI_Win_flush(root, t.win);
+        for (;;) {
+            want = seen + 1;
+            MPI_Compare_and_swap(&want, &seen, &got, MPI_INT64_T, root, t_disp(&t, root, 24), t.win);
+            MPI_Win_flush(root, t.win);
+            if (got == seen)
+                break;
+            seen = got;
+        }
+        /* 16-byte elements take the mutex path even on shared memory. */
+        long double ld = 1.0L;
+        MPI_Accumulate(&ld, 1, MPI_LONG_DOUBLE, root, t_disp(&t, root, 32), 1, MPI_LONG_DOUBLE, MPI_SUM, t.win);
+    }
+    MPI_Win_unlock_all(t.win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == root) {
+        int64_t a, f, c;
+        double d;
+        long double ld;
+        memcpy(&a, t.base, 8);
+        memcpy(&f, t.base + 8, 8);
+        memcpy(&d, t.base + 16, 8);
+        memcpy(&c, t.base + 24, 8);
+        memcpy(&ld, t.base + 32, sizeof ld);
+        long want = (long)ROUNDS * t_size;
+        CHECK(a == want, "%s: accumulate total %lld of %ld", flavor_name[flavor], (long long)a, want);
+        CHECK(f == want, "%s: fetch_and_op total %lld of %ld", flavor_name[flavor], (long long)f, want);
+        CHECK(d == want * 0.5, "%s: double accumulate total %f", flavor_name[flavor], d);
+        CHECK(c == want, "%s: compare_and_swap increments %lld of %ld", flavor_name[flavor], (long long)c, want);
+        CHECK(ld == (long double)want, "%s: long double total %Lf", flavor_name[flavor], ld);
+    }
+    t_win_free(&t);
+}
+
+static void exclusion(int flavor)
+{
+    t_win_t t = t_win_make(flavor, 64, MPI_INFO_NULL);
+    const int root = t_size - 1;
+    long torn = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        if ((i + t_rank) % 4) {
+            /* Read-increment-write of a counter and a mirror, under an exclusive lock. */
+            int64_t v[2];
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, root, 0, t.win);
+            MPI_Get(v, 2, MPI_INT64_T, root, t_disp(&t, root, 0), 2, MPI_INT64_T, t.win);
+            MPI_Win_flush(root, t.win);
+            v[0]++;
+            MPI_Put(&v[0], 1, MPI_INT64_T, root, t_disp(&t, root, 0), 1, MPI_INT64_T, t.win);
+            MPI_Win_flush(root, t.win);
+            MPI_Put(&v[0], 1, MPI_INT64_T, root, t_disp(&t, root, 8), 1, MPI_INT64_T, t.win);
+            MPI_Win_unlock(root, t.win);
+        } else {
+            /* Readers share the lock: the pair must never be half updated. */
+            int64_t v[2];
+            MPI_Win_lock(MPI_LOCK_SHARED, root, 0, t.win);
+            MPI_Get(v, 2, MPI_INT64_T, root, t_disp(&t, root, 0), 2, MPI_INT64_T, t.win);
+            MPI_Win_unlock(root, t.win);
+            torn += v[0] != v[1];
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    long writes = 0, all_torn = 0;
+    for (int r = 0; r < t_size; r++)
+        for (int i = 0; i < ROUNDS; i++)
+            writes += (i + r) % 4 != 0;
+    MPI_Allreduce(&torn, &all_torn, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(all_torn == 0, "%s: readers saw %ld torn pairs", flavor_name[flavor], all_torn);
+    if (t_rank == root) {
+        int64_t v;
+        memcpy(&v, t.base, 8);
+        CHECK(v == writes, "%s: exclusive increments %lld of %ld", flavor_name[flavor], (long long)v, writes);
+    }
+    t_win_free(&t);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(&argc, &argv);
+    for (int f = 0; f < F_COUNT; f++) {
+        totals(f);
+        exclusion(f);
+    }
+    return t_finish("test_concurrency");
+}

@@ -1,0 +1,158 @@
+/* Derived datatypes on the origin and target sides of put, get and
+ * accumulate. The expected bytes come from the host MPI's own pack/unpack:
+ * put(o, ot) into (t, tt) must equal unpack(pack(o, ot), tt). */
+#include "common.h"
+
+enum { NT = 12, AREA = 4096 };
+static MPI_Datatype types[NT];
+static const char *names[NT];
+static int counts[NT];
+
+static void make_types(void)
+{
+    int n = 0;
+    MPI_Datatype t, s;
+#define ADD(name, dt, cnt) do { names[n] = name; types[n] = dt; counts[n] = cnt; MPI_Type_commit(&types[n]); n++; } while (0)
+    MPI_Type_contiguous(6, MPI_INT, &t); ADD("contiguous", t, 2);
+    MPI_Type_vector(3, 2, 5, MPI_INT, &t); ADD("vector", t, 2);
+    MPI_Type_create_hvector(3, 1, 12, MPI_INT, &t); ADD("hvector", t, 3);
+    { int bl[3] = { 2, 1, 3 }, d[3] = { 7, 0, 12 }; MPI_Type_indexed(3, bl, d, MPI_INT, &t); ADD("indexed", t, 2); }
+    { int bl[2] = { 1, 2 }; MPI_Aint d[2] = { 20, 4 }; MPI_Type_create_hindexed(2, bl, d, MPI_INT, &t); ADD("hindexed", t, 3); }
+    { int d[3] = { 9, 1, 5 }; MPI_Type_create_indexed_block(3, 2, d, MPI_INT, &t); ADD("indexed_block", t, 2); }
+    { MPI_Aint d[2] = { 32, 0 }; MPI_Type_create_hindexed_block(2, 3, d, MPI_INT, &t); ADD("hindexed_block", t, 2); }
+    { int bl[2] = { 2, 1 }; MPI_Aint d[2] = { 0, 16 }; MPI_Datatype ty[2] = { MPI_INT, MPI_INT };
+      MPI_Type_create_struct(2, bl, d, ty, &t); ADD("struct", t, 3); }
+    { int sz[2] = { 6, 7 }, sub[2] = { 3, 2 }, st[2] = { 2, 4 };
+      MPI_Type_create_subarray(2, sz, sub, st, MPI_ORDER_C, MPI_INT, &t); ADD("subarray_c", t, 1); }
+    { int sz[3] = { 4, 3, 5 }, sub[3] = { 2, 2, 3 }, st[3] = { 1, 0, 2 };
+      MPI_Type_create_subarray(3, sz, sub, st, MPI_ORDER_FORTRAN, MPI_INT, &t); ADD("subarray_f", t, 1); }
+    MPI_Type_vector(2, 1, 3, MPI_INT, &s);
+    MPI_Type_create_resized(s, 0, 8, &t); MPI_Type_free(&s); ADD("resized", t, 5);
+    { /* nested: contiguous of a vector of a resized struct, then dup */
+      MPI_Datatype r, v, c;
+      int bl[1] = { 1 }; MPI_Aint d[1] = { 4 }; MPI_Datatype ty[1] = { MPI_INT };
+      MPI_Type_create_struct(1, bl, d, ty, &s);
+      MPI_Type_create_resized(s, 0, 12, &r);
+      MPI_Type_vector(2, 2, 3, r, &v);
+      MPI_Type_contiguous(2, v, &c);
+      MPI_Type_dup(c, &t);
+      MPI_Type_free(&s); MPI_Type_free(&r); MPI_Type_free(&v); MPI_Type_free(&c);
+      ADD("nested", t, 1); }
+}
+
+static int type_ints(int i)
+{
+    int size;
+    MPI_Type_size(types[i], &size);
+    return size / 4 * counts[i];
+}
+
+/* Expected image: unpack(pack(src, st x sc), dt x dc) over `base`, with an
+ * optional SUM against what `base` held. */
+static void expected(char *base, const char *src, int si, int di, int sum)
+{
+    int ssize, pos = 0, n = type_ints(si);
+    MPI_Pack_size(counts[si], types[si], MPI_COMM_WORLD, &ssize);
+    char *packed = malloc((size_t)ssize), *cur = malloc((size_t)ssize);
+    MPI_Pack(src, counts[si], types[si], packed, ssize, &pos, MPI_COMM_WORLD);
+    if (sum) {
+        int p2 = 0;
+        MPI_Pack(base, counts[di], types[di], cur, ssize, &p2, MPI_COMM_WORLD);
+        MPI_Reduce_local(packed, cur, n, MPI_INT, MPI_SUM);
+        memcpy(packed, cur, (size_t)ssize);
+    }
+    pos = 0;
+    MPI_Unpack(packed, ssize, &pos, base, counts[di], types[di], MPI_COMM_WORLD);
+    free(packed);
+    free(cur);
+}
+
+static void fill(int *p, int n, int seed)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = seed * 100000 + i;
+}
+
+static void run(int flavor)
+{
+    t_win_t t = t_win_make(flavor, AREA, MPI_INFO_NULL);
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    int *origin = malloc(AREA), *want = malloc(AREA), *tgt_init = malloc(AREA);
+    for (int oi = 0; oi < NT; oi++) {
+        for (int ti = 0; ti < NT; ti++) {
+            if (type_ints(oi) != type_ints(ti))
+                continue; /* signatures must match */
+            for (int kind = 0; kind < 3; kind++) { /* put, accumulate, get */
+                fill(tgt_init, AREA / 4, t_rank + 7 * kind);
+                memcpy(t.base, tgt_init, AREA);
+                fill(origin, AREA / 4, 1000 + t_rank);
+                MPI_Barrier(MPI_COMM_WORLD);
+                MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, t.win);
+                if (kind == 0)
+                    MPI_Put(origin, counts[oi], types[oi], right, t_disp(&t, right, 0), counts[ti], types[ti], t.win);
+                else if (kind == 1)
+                    MPI_Accumulate(origin, counts[oi], types[oi], right, t_disp(&t, right, 0), counts[ti], types[ti], MPI_SUM, t.win);
+                else
+                    MPI_Get(origin, counts[oi], types[oi], right, t_disp(&t, right, 0), counts[ti], types[ti], t.win);
+                MPI_Win_unlock(right, t.win);
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (kind < 2) {
+                    /* I am the target of `left`: rebuild its origin buffer. */
+                    int *lorigin = malloc(AREA);
+                    fill(lorigin, AREA / 4, 1000 + left);
+                    memcpy(want, tgt_init, AREA);
+                    expected((char *)want, (char *)lorigin, oi, ti, kind == 1);
+                    free(lorigin);
+                    CHECK(!memcmp(want, t.base, AREA), "%s: %s %s -> %s", flavor_name[flavor],
+                          kind ? "accumulate" : "put", names[oi], names[ti]);
+                } else {
+                    int *rtarget = malloc(AREA), *mine = malloc(AREA);
+                    fill(rtarget, AREA / 4, right + 7 * kind);
+                    fill(mine, AREA / 4, 1000 + t_rank);
+                    expected((char *)mine, (char *)rtarget, ti, oi, 0);
+                    CHECK(!memcmp(mine, origin, AREA), "%s: get %s <- %s", flavor_name[flavor],
+                          names[oi], names[ti]);
+                    free(rtarget);
+                    free(mine);
+                }
+            }
+        }
+    }
+    free(origin);
+    free(want);
+    free(tgt_init);
+    t_win_free(&t);
+}
+
+/* A datatype freed right after a fence-epoch operation stays valid until the fence. */
+static void freed_before_fence(void)
+{
+    t_win_t t = t_win_make(F_ALLOCATE, 256, MPI_INFO_NULL);
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    MPI_Datatype v;
+    int src[8];
+    for (int i = 0; i < 8; i++)
+        src[i] = t_rank * 10 + i;
+    MPI_Type_vector(4, 1, 2, MPI_INT, &v);
+    MPI_Type_commit(&v);
+    MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win); /* operations queue to the closing fence */
+    MPI_Put(src, 1, v, right, 0, 1, v, t.win);
+    MPI_Type_free(&v);
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+    const int *w = (const int *)t.base;
+    CHECK(w[0] == left * 10 && w[2] == left * 10 + 2 && w[6] == left * 10 + 6 && w[1] == 0,
+          "vector put queued across MPI_Type_free: %d %d %d %d", w[0], w[1], w[2], w[6]);
+    t_win_free(&t);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(&argc, &argv);
+    make_types();
+    for (int f = 0; f < F_COUNT; f++)
+        run(f);
+    freed_before_fence();
+    for (int i = 0; i < NT; i++)
+        MPI_Type_free(&types[i]);
+    return t_finish("test_datatypes");
+}

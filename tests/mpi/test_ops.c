@@ -1,0 +1,210 @@
+/* Every RMA operation under every synchronization mode on every window
+ * flavor, results checked element by element. */
+#include "common.h"
+
+enum { N = 16 };
+enum { S_FENCE, S_FENCE_NOPRECEDE, S_PSCW, S_PSCW_NOCHECK, S_LOCK, S_LOCK_ALL, S_COUNT };
+static const char *const sync_name[S_COUNT] = { "fence", "fence+noprecede", "pscw",
+                                                "pscw+nocheck", "lock", "lock_all" };
+
+/* Window layout (bytes): [0,128) put area, [128,256) get source, [256,264) acc counter,
+ * [264,272) fop counter, [272,280) cas word, [280,408) get_acc area, [408,536) raccumulate. */
+#define PUT_OFF 0
+#define GET_OFF 128
+#define ACC_OFF 256
+#define FOP_OFF 264
+#define CAS_OFF 272
+#define GACC_OFF 280
+#define RACC_OFF 408
+#define WIN_BYTES 544
+
+static MPI_Group world_group, peers;
+
+static void open_epoch(int sync, t_win_t *t, int target)
+{
+    switch (sync) {
+    case S_FENCE: MPI_Win_fence(0, t->win); break;
+    case S_FENCE_NOPRECEDE: MPI_Win_fence(MPI_MODE_NOPRECEDE, t->win); break;
+    case S_PSCW:
+        MPI_Win_post(peers, 0, t->win);
+        MPI_Win_start(peers, 0, t->win);
+        break;
+    case S_PSCW_NOCHECK:
+        /* NOCHECK promises the matching post happened: post, then synchronize. */
+        MPI_Win_post(peers, MPI_MODE_NOCHECK, t->win);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Win_start(peers, MPI_MODE_NOCHECK, t->win);
+        break;
+    case S_LOCK: MPI_Win_lock(MPI_LOCK_SHARED, target, 0, t->win); break;
+    case S_LOCK_ALL: MPI_Win_lock_all(0, t->win); break;
+    }
+}
+
+static void close_epoch(int sync, t_win_t *t, int target)
+{
+    switch (sync) {
+    case S_FENCE:
+    case S_FENCE_NOPRECEDE: MPI_Win_fence(MPI_MODE_NOSUCCEED, t->win); break;
+    case S_PSCW:
+    case S_PSCW_NOCHECK:
+        MPI_Win_complete(t->win);
+        MPI_Win_wait(t->win);
+        break;
+    case S_LOCK: MPI_Win_unlock(target, t->win); break;
+    case S_LOCK_ALL: MPI_Win_unlock_all(t->win); break;
+    }
+    MPI_Barrier(MPI_COMM_WORLD); /* passive epochs: targets read after all unlocked */
+}
+
+static void run(int flavor, int sync)
+{
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    const char *what = sync_name[sync];
+    t_win_t t = t_win_make(flavor, WIN_BYTES, MPI_INFO_NULL);
+    int *get_src = (int *)(t.base + GET_OFF);
+    for (int i = 0; i < N; i++)
+        get_src[i] = t_rank * 1000 + i;
+    int ranks[2] = { left, right };
+    MPI_Group_incl(world_group, left == right ? 1 : 2, ranks, &peers);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    int out[N], in[N], gacc_old[N];
+    int64_t one = 1, fop_old = -1, cas_old = -1;
+    for (int i = 0; i < N; i++) {
+        out[i] = t_rank * 100 + i;
+        in[i] = -1;
+    }
+    open_epoch(sync, &t, right);
+    MPI_Put(out, N, MPI_INT, right, t_disp(&t, right, PUT_OFF), N, MPI_INT, t.win);
+    MPI_Get(in, N, MPI_INT, right, t_disp(&t, right, GET_OFF), N, MPI_INT, t.win);
+    MPI_Accumulate(&one, 1, MPI_INT64_T, right, t_disp(&t, right, ACC_OFF), 1, MPI_INT64_T,
+                   MPI_SUM, t.win);
+    MPI_Fetch_and_op(&one, &fop_old, MPI_INT64_T, right, t_disp(&t, right, FOP_OFF), MPI_SUM, t.win);
+    int64_t cmp = 0, swap = t_rank + 1;
+    MPI_Compare_and_swap(&swap, &cmp, &cas_old, MPI_INT64_T, right, t_disp(&t, right, CAS_OFF), t.win);
+    MPI_Get_accumulate(out, N, MPI_INT, gacc_old, N, MPI_INT, right,
+                       t_disp(&t, right, GACC_OFF), N, MPI_INT, MPI_SUM, t.win);
+    if (sync == S_LOCK || sync == S_LOCK_ALL) {
+        /* Request-based forms, passive target only. */
+        MPI_Request req[3];
+        int rin[N];
+        int64_t racc = 5;
+        MPI_Rput(out, 2, MPI_INT, right, t_disp(&t, right, RACC_OFF + 64), 2, MPI_INT, t.win, &req[0]);
+        MPI_Rget(rin, N, MPI_INT, right, t_disp(&t, right, GET_OFF), N, MPI_INT, t.win, &req[1]);
+        MPI_Raccumulate(&racc, 1, MPI_INT64_T, right, t_disp(&t, right, RACC_OFF), 1,
+                        MPI_INT64_T, MPI_SUM, t.win, &req[2]);
+        for (int k = 0; k < 3; k++)
+            MPI_Wait(&req[k], MPI_STATUS_IGNORE);
+        int ok = 1;
+        for (int i = 0; i < N; i++)
+            ok &= rin[i] == right * 1000 + i;
+        CHECK(ok, "%s/%s: Rget data", flavor_name[flavor], what);
+        int64_t rgacc = -1, add = 1;
+        MPI_Request r;
+        MPI_Rget_accumulate(&add, 1, MPI_INT64_T, &rgacc, 1, MPI_INT64_T, right,
+                            t_disp(&t, right, RACC_OFF), 1, MPI_INT64_T, MPI_SUM, t.win, &r);
+        int flag = 0;
+        while (!flag)
+            MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+        CHECK(rgacc == 5, "%s/%s: Rget_accumulate fetched %lld", flavor_name[flavor], what,
+              (long long)rgacc);
+        MPI_Win_flush(right, t.win);
+        MPI_Win_flush_local(right, t.win);
+        MPI_Win_flush_all(t.win);
+        MPI_Win_flush_local_all(t.win);
+    }
+    close_epoch(sync, &t, right);
+
+    /* Origin side. */
+    int ok = 1;
+    for (int i = 0; i < N; i++)
+        ok &= in[i] == right * 1000 + i;
+    CHECK(ok, "%s/%s: get data (in[0]=%d)", flavor_name[flavor], what, in[0]);
+    CHECK(fop_old == 0, "%s/%s: fetch_and_op fetched %lld", flavor_name[flavor], what, (long long)fop_old);
+    CHECK(cas_old == 0, "%s/%s: compare_and_swap fetched %lld", flavor_name[flavor], what, (long long)cas_old);
+    ok = 1;
+    for (int i = 0; i < N; i++)
+        ok &= gacc_old[i] == 0;
+    CHECK(ok, "%s/%s: get_accumulate fetched old values", flavor_name[flavor], what);
+
+    /* Target side: written by `left`. */
+    const int *put_area = (const int *)(t.base + PUT_OFF);
+    const int *gacc_area = (const int *)(t.base + GACC_OFF);
+    ok = 1;
+    for (int i = 0; i < N; i++)
+        ok &= put_area[i] == left * 100 + i && gacc_area[i] == left * 100 + i;
+    CHECK(ok, "%s/%s: put and get_accumulate data (put[0]=%d)", flavor_name[flavor], what, put_area[0]);
+    int64_t v;
+    memcpy(&v, t.base + ACC_OFF, 8);
+    CHECK(v == 1, "%s/%s: accumulate %lld", flavor_name[flavor], what, (long long)v);
+    memcpy(&v, t.base + FOP_OFF, 8);
+    CHECK(v == 1, "%s/%s: fetch_and_op target %lld", flavor_name[flavor], what, (long long)v);
+    memcpy(&v, t.base + CAS_OFF, 8);
+    CHECK(v == left + 1, "%s/%s: compare_and_swap target %lld", flavor_name[flavor], what, (long long)v);
+    if (sync == S_LOCK || sync == S_LOCK_ALL) {
+        memcpy(&v, t.base + RACC_OFF, 8);
+        CHECK(v == 6, "%s/%s: Raccumulate+Rget_accumulate %lld", flavor_name[flavor], what, (long long)v);
+        const int *rp = (const int *)(t.base + RACC_OFF + 64);
+        CHECK(rp[0] == left * 100 && rp[1] == left * 100 + 1, "%s/%s: Rput", flavor_name[flavor], what);
+    }
+    MPI_Group_free(&peers);
+    t_win_free(&t);
+}
+
+/* MPI_PROC_NULL targets are no-ops, also for request-based forms. */
+static void proc_null(void)
+{
+    t_win_t t = t_win_make(F_ALLOCATE, 64, MPI_INFO_NULL);
+    int x = 1;
+    MPI_Request r;
+    MPI_Win_lock_all(0, t.win);
+    CHECK(MPI_Put(&x, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, t.win) == MPI_SUCCESS, "put");
+    CHECK(MPI_Rget(&x, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, t.win, &r) == MPI_SUCCESS, "rget");
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    CHECK(x == 1, "PROC_NULL get leaves the buffer");
+    MPI_Win_unlock_all(t.win);
+    t_win_free(&t);
+}
+
+/* Large transfers (several pages, many runs) keep every byte. */
+static void large(int flavor)
+{
+    const MPI_Aint bytes = 1 << 20;
+    t_win_t t = t_win_make(flavor, bytes, MPI_INFO_NULL);
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    unsigned char *src = malloc((size_t)bytes), *dst = malloc((size_t)bytes);
+    for (MPI_Aint i = 0; i < bytes; i++)
+        src[i] = (unsigned char)(i * 7 + t_rank);
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, t.win);
+    MPI_Put(src, (int)bytes, MPI_BYTE, right, t_disp(&t, right, 0), (int)bytes, MPI_BYTE, t.win);
+    MPI_Win_unlock(right, t.win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int ok = 1;
+    for (MPI_Aint i = 0; i < bytes; i++)
+        ok &= (unsigned char)t.base[i] == (unsigned char)(i * 7 + left);
+    CHECK(ok, "%s: 1 MiB put", flavor_name[flavor]);
+    MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win);
+    MPI_Get(dst, (int)bytes, MPI_BYTE, right, t_disp(&t, right, 0), (int)bytes, MPI_BYTE, t.win);
+    MPI_Win_unlock(right, t.win);
+    ok = 1;
+    for (MPI_Aint i = 0; i < bytes; i++)
+        ok &= dst[i] == (unsigned char)(i * 7 + t_rank);
+    CHECK(ok, "%s: 1 MiB get", flavor_name[flavor]);
+    free(src);
+    free(dst);
+    t_win_free(&t);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(&argc, &argv);
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    for (int f = 0; f < F_COUNT; f++) {
+        for (int s = 0; s < S_COUNT; s++)
+            run(f, s);
+        large(f);
+    }
+    proc_null();
+    MPI_Group_free(&world_group);
+    return t_finish("test_ops");
+}
