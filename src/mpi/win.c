@@ -198,17 +198,18 @@ int MPI_Win_get_info(MPI_Win win, MPI_Info *info_used)
     if (!w)
         return PMPI_Win_get_info(win, info_used);
     PMPI_Info_dup(w->info, info_used);
-    int flag;
-    char v[8];
-    PMPI_Info_get(*info_used, "no_locks", 1, v, &flag);
-    if (!flag)
-        PMPI_Info_set(*info_used, "no_locks", "false");
-    PMPI_Info_get(*info_used, "accumulate_ordering", 1, v, &flag);
-    if (!flag)
-        PMPI_Info_set(*info_used, "accumulate_ordering", "rar,raw,war,waw");
-    PMPI_Info_get(*info_used, "accumulate_ops", 1, v, &flag);
-    if (!flag)
-        PMPI_Info_set(*info_used, "accumulate_ops", "same_op_no_op");
+    /* Defaults of the standard hints that were not given. */
+    static const char *const defaults[][2] = {
+        { "no_locks", "false" },
+        { "accumulate_ordering", "rar,raw,war,waw" },
+        { "accumulate_ops", "same_op_no_op" },
+    };
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
+        int len, flag;
+        PMPI_Info_get_valuelen(*info_used, defaults[i][0], &len, &flag);
+        if (!flag)
+            PMPI_Info_set(*info_used, defaults[i][0], defaults[i][1]);
+    }
     if (w->flavor == OS_FLAVOR_SHARED)
         PMPI_Info_set(*info_used, "alloc_shared_noncontig", w->noncontig ? "true" : "false");
     os_config_each_info(&w->cfg, put_info, info_used);

@@ -99,7 +99,7 @@ static void t_win_free(t_win_t *t)
 }
 
 /* Target displacement of byte `off` in rank r's window. */
-static MPI_Aint t_disp(const t_win_t *t, int r, MPI_Aint off)
+static inline MPI_Aint t_disp(const t_win_t *t, int r, MPI_Aint off)
 {
     return t->origin[r] + off;
 }

@@ -107,6 +107,9 @@ static void run(int flavor)
         EXPECT(MPI_Accumulate(&l, 1, MPI_INT64_T, right, t_disp(&t, right, 0), 1, MPI_INT64_T, user, t.win), MPI_ERR_OP);
         MPI_Op_free(&user);
     }
+    /* Zero elements: no pairing to check (as in MPICH); a user op still is not allowed. */
+    EXPECT(MPI_Get_accumulate(x, 0, MPI_BYTE, x, 0, MPI_BYTE, right, t_disp(&t, right, 0), 0,
+                              MPI_BYTE, MPI_SUM, t.win), MPI_SUCCESS);
     EXPECT(MPI_Put(x, -1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win), MPI_ERR_COUNT);
     EXPECT(MPI_Put(x, 1, MPI_DATATYPE_NULL, right, t_disp(&t, right, 0), 1, MPI_INT, t.win), MPI_ERR_TYPE);
     EXPECT(MPI_Put(x, 4, MPI_INT, right, t_disp(&t, right, 0), 2, MPI_INT, t.win), MPI_ERR_TRUNCATE);

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# mpi4py from PyPI, built against the system MPICH, runs its own RMA test
+# modules with onesided preloaded. Prints the count of tests run and failed
+# for each process count; exits non-zero if any failed.
+#   scripts/mpi4py-tests.sh BUILD_DIR [NP ...]
+set -euo pipefail
+build=$(cd "${1:-build}" && pwd)
+shift || true
+nps=${*:-1 2 3}
+venv="$build/venv"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+if ! "$venv/bin/python" -c "import mpi4py.MPI as M; assert 'MPICH' in M.Get_library_version()" 2>/dev/null; then
+    echo "mpi4py: building from source against MPICH"
+    MPICC=mpicc.mpich "$venv/bin/pip" install -q --no-binary mpi4py mpi4py
+fi
+ver=$("$venv/bin/python" -c 'import mpi4py; print(mpi4py.__version__)')
+src="$build/mpi4py-$ver"
+if [ ! -d "$src/test" ]; then
+    "$venv/bin/pip" download -q --no-deps --no-binary :all: "mpi4py==$ver" -d "$build/mpi4py-sdist"
+    tar -xzf "$build/mpi4py-sdist/mpi4py-$ver.tar.gz" -C "$build"
+fi
+status=0
+for np in $nps; do
+    log="$build/mpi4py-np$np.log"
+    set +e
+    timeout 900 "$build/onesided-run" -n "$np" "$venv/bin/python" "$src/test/main.py" \
+        -i test_rma -i test_rma_nb -i test_win -i test_util_sync >"$log" 2>&1
+    rc=$?
+    set -e
+    ran=$(grep -Eo '^Ran [0-9]+ tests' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
+    failed=$(grep -Eo '(failures|errors)=[0-9]+' "$log" | grep -Eo '[0-9]+' | awk '{s += $1} END {print s + 0}')
+    [ -n "$failed" ] || failed=0
+    if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi
+    echo "mpi4py $ver on $np processes (onesided preloaded): $ran tests run, $failed failed"
+    if [ "$rc" != 0 ]; then
+        tail -40 "$log"
+        status=1
+    fi
+done
+exit $status

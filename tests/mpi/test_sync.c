@@ -1,0 +1,208 @@
+/* Synchronization: fence sequences with asserts (immediate and queued paths,
+ * counter parity reuse), PSCW patterns with test and NOCHECK, locks with
+ * self-targets and notification through MPI_Win_sync. */
+#include "common.h"
+
+static void fence_sequences(int defer)
+{
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "onesided_fence_defer", defer ? "1" : "0");
+    t_win_t t = t_win_make(F_ALLOCATE, 16 * t_size, info);
+    MPI_Info_free(&info);
+    long *w = (long *)t.base, values[2];
+    int ok = 1;
+    /* Epoch kinds in a pattern that reuses both counter parities many times:
+     * some epochs empty, some opened with NOPRECEDE, some all-to-all. Epochs
+     * alternate between two slot areas: a neighbour may write area (it+1)%2
+     * as soon as it leaves the fence, while this process still reads it%2. */
+    MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win);
+    for (int it = 0; it < 60; it++) {
+        int kind = it % 4, area = (it % 2) * t_size;
+        if (kind != 3) {
+            for (int r = 0; r < t_size; r++) {
+                if (kind == 1 && r != (t_rank + 1) % t_size)
+                    continue;
+                /* The origin buffer must stay intact until the epoch ends:
+                 * a queued put reads it only at the closing fence. */
+                values[it % 2] = it * 1000 + t_rank;
+                MPI_Put(&values[it % 2], 1, MPI_LONG, r, (area + t_rank) * 8, 1, MPI_LONG, t.win);
+            }
+        }
+        MPI_Win_fence(kind == 3 ? MPI_MODE_NOSTORE : 0, t.win);
+        for (int r = 0; r < t_size; r++) {
+            int expect_new = kind == 0 || kind == 2 || (kind == 1 && (r + 1) % t_size == t_rank);
+            if (expect_new && w[area + r] != it * 1000 + r) {
+                ok = 0;
+                fprintf(stderr, "[rank %d] epoch %d: slot %d holds %ld\n", t_rank, it, r, w[area + r]);
+            }
+        }
+        if (kind == 3) {
+            /* An empty epoch: next fence closes nothing, so NOPRECEDE is allowed. */
+            MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win);
+        }
+    }
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+    CHECK(ok, "fence sequence (defer=%d)", defer);
+
+    /* Gets and accumulates in a NOPRECEDE epoch complete at the closing fence. */
+    for (int r = 0; r < t_size; r++)
+        w[r] = 10 * t_rank + r;
+    long got[64], one = 1;
+    MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win);
+    for (int r = 0; r < t_size; r++)
+        MPI_Get(&got[r], 1, MPI_LONG, r, t_rank * 8, 1, MPI_LONG, t.win);
+    MPI_Win_fence(MPI_MODE_NOSTORE | MPI_MODE_NOPUT, t.win);
+    for (int r = 0; r < t_size; r++)
+        MPI_Accumulate(&one, 1, MPI_LONG, r, 0, 1, MPI_LONG, MPI_SUM, t.win);
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+    ok = 1;
+    for (int r = 0; r < t_size; r++)
+        ok &= got[r] == 10 * r + t_rank;
+    CHECK(ok, "gets queued to the fence (defer=%d)", defer);
+    CHECK(w[0] == 10 * t_rank + t_size, "accumulates from all (defer=%d): %ld", defer, w[0]);
+    t_win_free(&t);
+}
+
+static void fence_with_load_store(void)
+{
+    /* Fences order direct stores into shared memory as well. */
+    int *base, *right_mem;
+    MPI_Win win;
+    MPI_Aint sz;
+    int du;
+    MPI_Win_allocate_shared(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    MPI_Win_shared_query(win, (t_rank + 1) % t_size, &sz, &du, &right_mem);
+    int ok = 1;
+    MPI_Win_fence(0, win);
+    for (int it = 0; it < 50; it++) {
+        *right_mem = it * 100 + t_rank;
+        MPI_Win_fence(0, win);
+        ok &= *base == it * 100 + (t_rank + t_size - 1) % t_size;
+        MPI_Win_fence(0, win);
+    }
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
+    CHECK(ok, "stores ordered by fences");
+    MPI_Win_free(&win);
+}
+
+static void pscw_patterns(void)
+{
+    t_win_t t = t_win_make(F_ALLOCATE, 8 * t_size, MPI_INFO_NULL);
+    long *w = (long *)t.base;
+    MPI_Group world, g;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int ok = 1;
+    /* All to rank 0, many epochs, alternating NOCHECK and test-polling. */
+    for (int it = 0; it < 40; it++) {
+        int nocheck = it % 2 && 0;
+        if (t_rank == 0) {
+            int n = t_size - 1, *others = malloc(sizeof(int) * (size_t)(n + 1));
+            for (int i = 0; i < n; i++)
+                others[i] = i + 1;
+            MPI_Group_incl(world, n, others, &g);
+            MPI_Win_post(g, nocheck, t.win);
+            if (it % 3 == 0) {
+                int flag = 0;
+                while (!flag)
+                    MPI_Win_test(t.win, &flag);
+            } else {
+                MPI_Win_wait(t.win);
+            }
+            for (int r = 1; r < t_size; r++)
+                ok &= w[r] == it * 100 + r;
+            free(others);
+        } else {
+            int zero = 0;
+            MPI_Group_incl(world, 1, &zero, &g);
+            MPI_Win_start(g, nocheck, t.win);
+            long v = it * 100 + t_rank;
+            MPI_Put(&v, 1, MPI_LONG, 0, t_rank * 8, 1, MPI_LONG, t.win);
+            MPI_Win_complete(t.win);
+        }
+        MPI_Group_free(&g);
+    }
+    CHECK(ok, "all-to-one PSCW epochs");
+    /* NOCHECK: posts are made, then a barrier guarantees they happened. */
+    int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    for (int it = 0; it < 10; it++) {
+        MPI_Group gl, gr;
+        MPI_Group_incl(world, 1, &left, &gl);
+        MPI_Group_incl(world, 1, &right, &gr);
+        MPI_Win_post(gl, MPI_MODE_NOCHECK, t.win);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Win_start(gr, MPI_MODE_NOCHECK, t.win);
+        long v = it + 1000 * t_rank;
+        MPI_Put(&v, 1, MPI_LONG, right, 0, 1, MPI_LONG, t.win);
+        MPI_Win_complete(t.win);
+        MPI_Win_wait(t.win);
+        ok &= w[0] == it + 1000 * left;
+        MPI_Group_free(&gl);
+        MPI_Group_free(&gr);
+    }
+    CHECK(ok, "ring PSCW with MPI_MODE_NOCHECK");
+    /* An origin with an empty group, and a target exposed to nobody. */
+    MPI_Group empty;
+    MPI_Group_incl(world, 0, NULL, &empty);
+    MPI_Win_post(empty, 0, t.win);
+    MPI_Win_start(empty, 0, t.win);
+    MPI_Win_complete(t.win);
+    MPI_Win_wait(t.win);
+    MPI_Group_free(&empty);
+    MPI_Group_free(&world);
+    t_win_free(&t);
+}
+
+static void locks(void)
+{
+    t_win_t t = t_win_make(F_ALLOCATE, 64, MPI_INFO_NULL);
+    /* Locking one's own window blocks until granted, then local access is safe. */
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t_rank, 0, t.win);
+    long v = 7 + t_rank, back = 0;
+    MPI_Put(&v, 1, MPI_LONG, t_rank, 0, 1, MPI_LONG, t.win);
+    MPI_Win_flush(t_rank, t.win);
+    MPI_Get(&back, 1, MPI_LONG, t_rank, 0, 1, MPI_LONG, t.win);
+    MPI_Win_unlock(t_rank, t.win);
+    CHECK(back == v, "self lock");
+    /* Several targets locked at once, released in another order. */
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, t.win);
+    if (t_size > 1)
+        MPI_Win_lock(MPI_LOCK_SHARED, t_size - 1, MPI_MODE_NOCHECK, t.win);
+    MPI_Win_unlock(0, t.win);
+    if (t_size > 1)
+        MPI_Win_unlock(t_size - 1, t.win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* Notification: rank 0 raises a flag in every window; the others poll
+     * their own memory with MPI_Win_sync inside lock_all, as MPI-3 allows. */
+    MPI_Win_lock_all(0, t.win);
+    volatile long *flag = (volatile long *)(t.base + 8);
+    if (t_rank == 0) {
+        long one = 1;
+        for (int r = 1; r < t_size; r++) {
+            long data = 4200 + r;
+            MPI_Put(&data, 1, MPI_LONG, r, 16, 1, MPI_LONG, t.win);
+            MPI_Win_flush(r, t.win);
+            MPI_Put(&one, 1, MPI_LONG, r, 8, 1, MPI_LONG, t.win);
+            MPI_Win_flush(r, t.win);
+        }
+    } else {
+        while (*flag == 0)
+            MPI_Win_sync(t.win);
+        long data;
+        memcpy(&data, t.base + 16, 8);
+        CHECK(data == 4200 + t_rank, "data before flag: %ld", data);
+    }
+    MPI_Win_unlock_all(t.win);
+    t_win_free(&t);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(&argc, &argv);
+    fence_sequences(0);
+    fence_sequences(1);
+    fence_with_load_store();
+    pscw_patterns();
+    locks();
+    return t_finish("test_sync");
+}

@@ -1,0 +1,304 @@
+/* Window objects: flavors, attributes, shared queries, info, names, groups,
+ * sub-communicators, dynamic attach/detach, many windows at once. */
+#include "common.h"
+
+static void attributes(void)
+{
+    static const int flavors[F_COUNT] = { MPI_WIN_FLAVOR_ALLOCATE, MPI_WIN_FLAVOR_SHARED,
+                                          MPI_WIN_FLAVOR_CREATE, MPI_WIN_FLAVOR_DYNAMIC };
+    for (int f = 0; f < F_COUNT; f++) {
+        t_win_t t = t_win_make(f, 96, MPI_INFO_NULL);
+        void *base;
+        MPI_Aint *size;
+        int *du, *flavor, *model, flag;
+        MPI_Win_get_attr(t.win, MPI_WIN_BASE, &base, &flag);
+        CHECK(flag && (f == F_DYNAMIC ? base == NULL : base == t.base), "%s: MPI_WIN_BASE", flavor_name[f]);
+        MPI_Win_get_attr(t.win, MPI_WIN_SIZE, &size, &flag);
+        CHECK(flag && *size == (f == F_DYNAMIC ? 0 : 96), "%s: MPI_WIN_SIZE %ld", flavor_name[f], (long)*size);
+        MPI_Win_get_attr(t.win, MPI_WIN_DISP_UNIT, &du, &flag);
+        CHECK(flag && *du == 1, "%s: MPI_WIN_DISP_UNIT", flavor_name[f]);
+        MPI_Win_get_attr(t.win, MPI_WIN_CREATE_FLAVOR, &flavor, &flag);
+        CHECK(flag && *flavor == flavors[f], "%s: MPI_WIN_CREATE_FLAVOR %d", flavor_name[f], *flavor);
+        MPI_Win_get_attr(t.win, MPI_WIN_MODEL, &model, &flag);
+        CHECK(flag && *model == MPI_WIN_UNIFIED, "%s: MPI_WIN_MODEL", flavor_name[f]);
+
+        /* Name, group, user attributes and info go through the same handle. */
+        char name[MPI_MAX_OBJECT_NAME];
+        int len;
+        MPI_Win_set_name(t.win, "test window");
+        MPI_Win_get_name(t.win, name, &len);
+        CHECK(!strcmp(name, "test window"), "%s: name '%s'", flavor_name[f], name);
+        MPI_Group g, wg;
+        int cmp;
+        MPI_Win_get_group(t.win, &g);
+        MPI_Comm_group(MPI_COMM_WORLD, &wg);
+        MPI_Group_compare(g, wg, &cmp);
+        CHECK(cmp == MPI_IDENT, "%s: group", flavor_name[f]);
+        MPI_Group_free(&g);
+        MPI_Group_free(&wg);
+        int key, val = 77, *got;
+        MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, MPI_WIN_NULL_DELETE_FN, &key, NULL);
+        MPI_Win_set_attr(t.win, key, &val);
+        MPI_Win_get_attr(t.win, key, &got, &flag);
+        CHECK(flag && *got == 77, "%s: user attribute", flavor_name[f]);
+        MPI_Win_delete_attr(t.win, key);
+        MPI_Win_free_keyval(&key);
+        t_win_free(&t);
+        CHECK(t.win == MPI_WIN_NULL, "%s: MPI_Win_free sets MPI_WIN_NULL", flavor_name[f]);
+    }
+}
+
+static void shared_memory(void)
+{
+    /* Rank r contributes r+1 ints (rank 0 with zero, to test the empty case). */
+    MPI_Aint mine = t_rank ? (MPI_Aint)(t_rank * sizeof(int)) : 0;
+    int *base;
+    MPI_Win win;
+    MPI_Win_allocate_shared(mine, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    MPI_Aint sz;
+    int du;
+    int *p, *first;
+    MPI_Win_shared_query(win, MPI_PROC_NULL, &sz, &du, &first);
+    CHECK(sz == (t_size > 1 ? (MPI_Aint)sizeof(int) : 0) && du == (int)sizeof(int),
+          "PROC_NULL query gives the first non-empty segment (%ld)", (long)sz);
+    int contiguous = 1;
+    char *expect = NULL;
+    for (int r = 0; r < t_size; r++) {
+        MPI_Win_shared_query(win, r, &sz, &du, &p);
+        if (r == 1)
+            expect = (char *)p;
+        if (r > 1)
+            contiguous &= (char *)p == expect;
+        expect = (char *)p + sz;
+        CHECK(sz == (MPI_Aint)(r * sizeof(int)), "size of rank %d: %ld", r, (long)sz);
+    }
+    CHECK(contiguous, "allocate_shared memory is contiguous across ranks");
+    /* Direct stores into the neighbour's memory, made visible by sync + barrier. */
+    int right = (t_rank + 1) % t_size;
+    MPI_Win_lock_all(0, win);
+    MPI_Win_shared_query(win, right, &sz, &du, &p);
+    for (int i = 0; i < right; i++)
+        p[i] = 1000 * t_rank + i;
+    MPI_Win_sync(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_sync(win);
+    int ok = 1, left = (t_rank + t_size - 1) % t_size;
+    for (int i = 0; i < t_rank; i++)
+        ok &= base[i] == 1000 * left + i;
+    CHECK(ok, "load/store through shared_query pointers");
+    MPI_Win_unlock_all(win);
+    MPI_Win_free(&win);
+
+    /* Non-contiguous: each rank's piece stands on its own pages. */
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    MPI_Win_allocate_shared(24, 8, info, MPI_COMM_WORLD, &base, &win);
+    MPI_Win_shared_query(win, t_rank, &sz, &du, &p);
+    CHECK(p == base && sz == 24 && du == 8 && ((uintptr_t)base & 4095) == 0, "noncontig piece");
+    MPI_Info used;
+    char v[64];
+    int flag;
+    MPI_Win_get_info(win, &used);
+    MPI_Info_get(used, "alloc_shared_noncontig", 63, v, &flag);
+    CHECK(flag && !strcmp(v, "true"), "info reports alloc_shared_noncontig");
+    MPI_Info_free(&used);
+    MPI_Info_free(&info);
+    MPI_Win_free(&win);
+}
+
+static void displacement_units_and_info(void)
+{
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "onesided_fence_defer", "true");
+    MPI_Info_set(info, "no_locks", "false");
+    double *base;
+    MPI_Win win;
+    MPI_Win_allocate(8 * sizeof(double), sizeof(double), info, MPI_COMM_WORLD, &base, &win);
+    MPI_Info_free(&info);
+    for (int i = 0; i < 8; i++)
+        base[i] = -1;
+    MPI_Info used;
+    char v[64];
+    int flag;
+    MPI_Win_get_info(win, &used);
+    MPI_Info_get(used, "onesided_fence_defer", 63, v, &flag);
+    CHECK(flag && !strcmp(v, "1"), "our info key reads back");
+    MPI_Info_get(used, "no_locks", 63, v, &flag);
+    CHECK(flag && !strcmp(v, "false"), "standard key reads back");
+    MPI_Info_free(&used);
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "onesided_fence_defer", "0");
+    MPI_Win_set_info(win, info);
+    MPI_Info_free(&info);
+    MPI_Win_get_info(win, &used);
+    MPI_Info_get(used, "onesided_fence_defer", 63, v, &flag);
+    CHECK(flag && !strcmp(v, "0"), "MPI_Win_set_info changes it");
+    MPI_Info_free(&used);
+
+    int right = (t_rank + 1) % t_size;
+    double x = t_rank + 0.25;
+    MPI_Win_fence(0, win);
+    MPI_Put(&x, 1, MPI_DOUBLE, right, 5, 1, MPI_DOUBLE, win); /* element 5, not byte 5 */
+    MPI_Win_fence(0, win);
+    int left = (t_rank + t_size - 1) % t_size;
+    CHECK(base[5] == left + 0.25 && base[4] == -1 && base[6] == -1, "displacement unit 8");
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
+    MPI_Win_free(&win);
+}
+
+static void subcommunicator(void)
+{
+    /* Windows over half the processes use ranks of that communicator. */
+    MPI_Comm half;
+    MPI_Comm_split(MPI_COMM_WORLD, t_rank % 2, -t_rank, &half);
+    int hr, hs;
+    MPI_Comm_rank(half, &hr);
+    MPI_Comm_size(half, &hs);
+    int *base;
+    MPI_Win win;
+    MPI_Win_allocate(sizeof(int), sizeof(int), MPI_INFO_NULL, half, &base, &win);
+    *base = -1;
+    MPI_Win_fence(0, win);
+    int v = t_rank;
+    MPI_Put(&v, 1, MPI_INT, (hr + 1) % hs, 0, 1, MPI_INT, win);
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
+    int *all = malloc(sizeof(int) * (size_t)hs), left_world;
+    MPI_Allgather(&t_rank, 1, MPI_INT, all, 1, MPI_INT, half);
+    left_world = all[(hr + hs - 1) % hs];
+    CHECK(*base == left_world, "sub-communicator window got %d, expected %d", *base, left_world);
+    /* PSCW groups are translated from the communicator's group. */
+    MPI_Group hg, peer;
+    int target = (hr + 1) % hs, origin = (hr + hs - 1) % hs;
+    MPI_Comm_group(half, &hg);
+    MPI_Group_incl(hg, 1, &origin, &peer);
+    MPI_Win_post(peer, 0, win);
+    MPI_Group_free(&peer);
+    MPI_Group_incl(hg, 1, &target, &peer);
+    MPI_Win_start(peer, 0, win);
+    v = t_rank + 100;
+    MPI_Put(&v, 1, MPI_INT, target, 0, 1, MPI_INT, win);
+    MPI_Win_complete(win);
+    MPI_Win_wait(win);
+    CHECK(*base == left_world + 100, "sub-communicator PSCW got %d", *base);
+    MPI_Group_free(&peer);
+    MPI_Group_free(&hg);
+    free(all);
+    MPI_Win_free(&win);
+    MPI_Comm_free(&half);
+}
+
+static void dynamic_regions(void)
+{
+    MPI_Win win;
+    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    enum { NR = 5 };
+    long *regions[NR];
+    MPI_Aint addr[NR], *all = malloc(sizeof(MPI_Aint) * NR * (size_t)t_size);
+    for (int i = 0; i < NR; i++) {
+        regions[i] = calloc(4 + i, sizeof(long));
+        MPI_Win_attach(win, regions[i], (MPI_Aint)((4 + i) * sizeof(long)));
+        MPI_Get_address(regions[i], &addr[i]);
+    }
+    MPI_Allgather(addr, NR, MPI_AINT, all, NR, MPI_AINT, MPI_COMM_WORLD);
+    int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    MPI_Win_lock_all(0, win);
+    for (int i = 0; i < NR; i++) {
+        long v = 10 * t_rank + i;
+        MPI_Put(&v, 1, MPI_LONG, right, all[right * NR + i] + (MPI_Aint)((3 + i) * sizeof(long)), 1, MPI_LONG, win);
+    }
+    /* Across the end of a region: an error, nothing written. */
+    long two[2] = { 1, 2 };
+    int rc = MPI_Put(two, 2, MPI_LONG, right, all[right * NR] + 3 * (MPI_Aint)sizeof(long), 2, MPI_LONG, win);
+    int c;
+    MPI_Error_class(rc, &c);
+    CHECK(c == MPI_ERR_RMA_RANGE, "put across a region's end: class %d", c);
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int ok = 1;
+    for (int i = 0; i < NR; i++)
+        ok &= regions[i][3 + i] == 10 * left + i;
+    CHECK(ok, "puts into five attached regions");
+    /* Detach two regions: accesses to them now fail, the rest still work. */
+    MPI_Win_detach(win, regions[1]);
+    MPI_Win_detach(win, regions[3]);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock_all(0, win);
+    long v = 5;
+    rc = MPI_Put(&v, 1, MPI_LONG, right, all[right * NR + 1], 1, MPI_LONG, win);
+    MPI_Error_class(rc, &c);
+    CHECK(c == MPI_ERR_RMA_RANGE, "put into detached memory: class %d", c);
+    rc = MPI_Put(&v, 1, MPI_LONG, right, all[right * NR + 4], 1, MPI_LONG, win);
+    CHECK(rc == MPI_SUCCESS, "put into a region still attached");
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < NR; i++) {
+        if (i != 1 && i != 3)
+            MPI_Win_detach(win, regions[i]);
+        free(regions[i]);
+    }
+    free(all);
+    MPI_Win_free(&win);
+}
+
+static void many_windows(void)
+{
+    enum { NW = 12 };
+    MPI_Win w[NW];
+    int *b[NW];
+    for (int i = 0; i < NW; i++) {
+        MPI_Win_allocate(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &b[i], &w[i]);
+        *b[i] = -1;
+    }
+    MPI_Barrier(MPI_COMM_WORLD); /* nobody puts before every window is initialized */
+    int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    for (int i = 0; i < NW; i++)
+        MPI_Win_lock_all(0, w[i]);
+    for (int i = 0; i < NW; i++) {
+        int v = 100 * i + t_rank;
+        MPI_Put(&v, 1, MPI_INT, right, 0, 1, MPI_INT, w[i]);
+    }
+    for (int i = NW - 1; i >= 0; i--)
+        MPI_Win_unlock_all(w[i]);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int ok = 1;
+    for (int i = 0; i < NW; i++)
+        ok &= *b[i] == 100 * i + left;
+    CHECK(ok, "twelve windows kept apart");
+    for (int i = 0; i < NW; i++)
+        MPI_Win_free(&w[i]);
+}
+
+static void create_edge_cases(void)
+{
+    /* Zero-size contributions with a NULL base, and a window on the stack. */
+    int stack[4] = { 0, 0, 0, 0 };
+    MPI_Win win;
+    int odd = t_rank % 2;
+    MPI_Win_create(odd ? stack : NULL, odd ? (MPI_Aint)sizeof stack : 0, sizeof(int),
+                   MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_fence(0, win);
+    if (!odd && t_rank + 1 < t_size) {
+        int v[2] = { 7, t_rank };
+        MPI_Put(v, 2, MPI_INT, t_rank + 1, 2, 2, MPI_INT, win);
+    }
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
+    if (odd)
+        CHECK(stack[2] == 7 && stack[3] == t_rank - 1 && stack[0] == 0, "stack window");
+    MPI_Win_free(&win);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(&argc, &argv);
+    attributes();
+    shared_memory();
+    displacement_units_and_info();
+    subcommunicator();
+    dynamic_regions();
+    many_windows();
+    create_edge_cases();
+    return t_finish("test_windows");
+}
