@@ -45,43 +45,27 @@ typedef void (*reduce_fn)(void *t, const void *o, size_t n);
         }                                                                                      \
     }
 
-/* Integers: every op but the pair ops. */
+/* Integers: every op but the pair ops. Comparisons, logical and bitwise ops
+ * are the same for signed and unsigned types; SUM and PROD differ below. */
+#define INT_COMMON_OPS(S, UT)                                                                  \
+    LOOP(min_##S, UT, b < a ? b : a)                                                           \
+    LOOP(max_##S, UT, b > a ? b : a)                                                           \
+    LOOP(land_##S, UT, (a && b))                                                               \
+    LOOP(lor_##S, UT, (a || b))                                                                \
+    LOOP(lxor_##S, UT, (!a != !b))                                                             \
+    LOOP(band_##S, UT, a & b)                                                                  \
+    LOOP(bor_##S, UT, a | b)                                                                   \
+    LOOP(bxor_##S, UT, a ^ b)
 #define INT_OPS(S, UT)                                                                         \
     LOOP(sum_##S, UT, a + b)                                                                   \
     LOOP(prod_##S, UT, a * b)                                                                  \
-    LOOP(min_##S, UT, b < a ? b : a)                                                           \
-    LOOP(max_##S, UT, b > a ? b : a)                                                           \
-    LOOP(land_##S, UT, (a && b))                                                               \
-    LOOP(lor_##S, UT, (a || b))                                                                \
-    LOOP(lxor_##S, UT, (!a != !b))                                                             \
-    LOOP(band_##S, UT, a & b)                                                                  \
-    LOOP(bor_##S, UT, a | b)                                                                   \
-    LOOP(bxor_##S, UT, a ^ b)
-/* Unsigned arithmetic wraps; signed integer overflow must wrap the same way
- * (as MPICH's reductions do), so signed SUM/PROD compute in unsigned. */
+    INT_COMMON_OPS(S, UT)
+/* Signed integer overflow must wrap as MPICH's reductions do, without
+ * undefined behaviour: SUM and PROD compute in the unsigned type UU. */
 #define SINT_OPS(S, UT, UU)                                                                    \
-    static void sum_##S(void *tv, const void *ov, size_t n)                                   \
-    {                                                                                          \
-        UT *t = tv;                                                                            \
-        const UT *o = ov;                                                                      \
-        for (size_t i = 0; i < n; i++)                                                        \
-            t[i] = (UT)((UU)t[i] + (UU)o[i]);                                                  \
-    }                                                                                          \
-    static void prod_##S(void *tv, const void *ov, size_t n)                                  \
-    {                                                                                          \
-        UT *t = tv;                                                                            \
-        const UT *o = ov;                                                                      \
-        for (size_t i = 0; i < n; i++)                                                        \
-            t[i] = (UT)((UU)t[i] * (UU)o[i]);                                                  \
-    }                                                                                          \
-    LOOP(min_##S, UT, b < a ? b : a)                                                           \
-    LOOP(max_##S, UT, b > a ? b : a)                                                           \
-    LOOP(land_##S, UT, (a && b))                                                               \
-    LOOP(lor_##S, UT, (a || b))                                                                \
-    LOOP(lxor_##S, UT, (!a != !b))                                                             \
-    LOOP(band_##S, UT, a & b)                                                                  \
-    LOOP(bor_##S, UT, a | b)                                                                   \
-    LOOP(bxor_##S, UT, a ^ b)
+    LOOP(sum_##S, UT, (UT)((UU)a + (UU)b))                                                     \
+    LOOP(prod_##S, UT, (UT)((UU)a * (UU)b))                                                    \
+    INT_COMMON_OPS(S, UT)
 
 SINT_OPS(i8, u_int8, uint8_t)
 SINT_OPS(i16, u_int16, uint16_t)

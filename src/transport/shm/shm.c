@@ -80,6 +80,21 @@ void os_cma_enable(void)
 typedef ssize_t (*cma_fn)(pid_t, const struct iovec *, unsigned long, const struct iovec *,
                           unsigned long, unsigned long);
 
+/* Move an (index, offset) position in an iovec array forward by `bytes`. */
+static void advance(const struct iovec *v, size_t n, size_t *idx, size_t *off, size_t bytes)
+{
+    while (bytes && *idx < n) {
+        size_t avail = v[*idx].iov_len - *off;
+        if (bytes < avail) {
+            *off += bytes;
+            return;
+        }
+        bytes -= avail;
+        (*idx)++;
+        *off = 0;
+    }
+}
+
 /* process_vm_{readv,writev} may stop early at a page it cannot access or at
  * IOV_MAX entries; walk both vectors until every byte is moved. */
 static os_status_t cma_loop(cma_fn fn, const char *what, pid_t pid, const struct iovec *local,
@@ -112,31 +127,8 @@ static os_status_t cma_loop(cma_fn fn, const char *what, pid_t pid, const struct
         }
         if (n == 0)
             return OS_ERR(OS_ERR_OTHER, "%s of process %d made no progress", what, (int)pid);
-        /* Advance both cursors by n bytes. */
-        size_t left = (size_t)n;
-        while (left && li < nlocal) {
-            size_t avail = local[li].iov_len - loff;
-            if (left < avail) {
-                loff += left;
-                left = 0;
-            } else {
-                left -= avail;
-                li++;
-                loff = 0;
-            }
-        }
-        left = (size_t)n;
-        while (left && ri < nremote) {
-            size_t avail = remote[ri].iov_len - roff;
-            if (left < avail) {
-                roff += left;
-                left = 0;
-            } else {
-                left -= avail;
-                ri++;
-                roff = 0;
-            }
-        }
+        advance(local, nlocal, &li, &loff, (size_t)n);
+        advance(remote, nremote, &ri, &roff, (size_t)n);
         while (li < nlocal && local[li].iov_len == 0)
             li++;
         while (ri < nremote && remote[ri].iov_len == 0)
