@@ -4,8 +4,18 @@
  * calls reach onesided while PMPI_* calls reach the host MPI's own RMA.
  *
  *   mpiexec -n 2 os_microbench [--iters N] [--reps R] [--csv FILE]
+ *                              [--flavor allocate|create|create_allocmem]
+ *                              [--busy-target USEC]
  *
- * Rank 0 is the origin, rank 1 the target; the target idles in a barrier.
+ * --flavor picks how both implementations get their window: MPI_Win_allocate
+ * (default), MPI_Win_create over malloc'd memory, or MPI_Win_create over
+ * memory from MPI_Alloc_mem (each implementation's own).
+ *
+ * Rank 0 is the origin, rank 1 the target. The target idles in a barrier,
+ * inside MPI, or with --busy-target computes in chunks of USEC microseconds
+ * and enters MPI (one MPI_Iprobe) only between chunks, like an application
+ * that is busy: then the passive-target rows show whether the origin has to
+ * wait for the target (fence and PSCW need the target and are skipped).
  * Each row is the median over R repetitions of the mean over N iterations.
  * Every result is verified; a wrong value aborts the run.
  */
@@ -18,6 +28,9 @@
 typedef struct {
     const char *name;
     int (*win_allocate)(MPI_Aint, int, MPI_Info, MPI_Comm, void *, MPI_Win *);
+    int (*win_create)(void *, MPI_Aint, int, MPI_Info, MPI_Comm, MPI_Win *);
+    int (*alloc_mem)(MPI_Aint, MPI_Info, void *);
+    int (*free_mem)(void *);
     int (*win_free)(MPI_Win *);
     int (*put)(const void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win);
     int (*get)(void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win);
@@ -37,11 +50,11 @@ typedef struct {
 } impl_t;
 
 static const impl_t impls[2] = {
-    { "native", PMPI_Win_allocate, PMPI_Win_free, PMPI_Put, PMPI_Get, PMPI_Accumulate,
+    { "native", PMPI_Win_allocate, PMPI_Win_create, PMPI_Alloc_mem, PMPI_Free_mem, PMPI_Win_free, PMPI_Put, PMPI_Get, PMPI_Accumulate,
       PMPI_Fetch_and_op, PMPI_Compare_and_swap, PMPI_Win_lock, PMPI_Win_unlock,
       PMPI_Win_lock_all, PMPI_Win_unlock_all, PMPI_Win_flush, PMPI_Win_fence, PMPI_Win_post,
       PMPI_Win_start, PMPI_Win_complete, PMPI_Win_wait },
-    { "onesided", MPI_Win_allocate, MPI_Win_free, MPI_Put, MPI_Get, MPI_Accumulate,
+    { "onesided", MPI_Win_allocate, MPI_Win_create, MPI_Alloc_mem, MPI_Free_mem, MPI_Win_free, MPI_Put, MPI_Get, MPI_Accumulate,
       MPI_Fetch_and_op, MPI_Compare_and_swap, MPI_Win_lock, MPI_Win_unlock, MPI_Win_lock_all,
       MPI_Win_unlock_all, MPI_Win_flush, MPI_Win_fence, MPI_Win_post, MPI_Win_start,
       MPI_Win_complete, MPI_Win_wait },
@@ -53,7 +66,27 @@ static const char *const bench_name[NBENCH] = {
     "lock-put-unlock", "fence epoch", "pscw epoch",
 };
 
-static int rank, size;
+static int rank, size, busy_us;
+
+static void compute_for(int usec)
+{
+    double t0 = MPI_Wtime();
+    volatile double sink = 0;
+    while (MPI_Wtime() - t0 < usec * 1e-6)
+        for (int k = 0; k < 100; k++)
+            sink += k;
+}
+
+/* The busy target: compute, poke MPI once, until the origin says it is done. */
+static void busy_target(void)
+{
+    int done = 0;
+    while (!done) {
+        compute_for(busy_us);
+        MPI_Iprobe(0, 99, MPI_COMM_WORLD, &done, MPI_STATUS_IGNORE);
+    }
+    MPI_Recv(NULL, 0, MPI_BYTE, 0, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
 
 static void fail(const char *what, long got, long want)
 {
@@ -75,6 +108,10 @@ static double run(const impl_t *m, int bench, MPI_Win win, long *base, int iters
     long one = 1, val = 0, res = 0, cmp = 0;
     double t0 = 0, t = 0;
     MPI_Barrier(MPI_COMM_WORLD);
+    if (busy_us && rank == 1 && bench < B_FENCE) {
+        busy_target();
+        goto done;
+    }
     switch (bench) {
     case B_PUT: case B_GET: case B_ACC: case B_FOP: case B_CAS:
         if (rank == 0) {
@@ -135,6 +172,9 @@ static double run(const impl_t *m, int bench, MPI_Win win, long *base, int iters
             fail("pscw epoch put", base[7], iters - 1);
         break;
     }
+    if (busy_us && rank == 0 && bench < B_FENCE)
+        MPI_Send(NULL, 0, MPI_BYTE, 1, 99, MPI_COMM_WORLD);
+done:
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     return t * 1e6 / iters;
@@ -155,7 +195,7 @@ static void verify(int bench, long *base, long iters_total)
 int main(int argc, char **argv)
 {
     int iters = 2000, reps = 7;
-    const char *csv = NULL;
+    const char *csv = NULL, *flavor = "allocate";
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -163,6 +203,8 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+        else if (!strcmp(argv[i], "--flavor") && i + 1 < argc) flavor = argv[++i];
+        else if (!strcmp(argv[i], "--busy-target") && i + 1 < argc) busy_us = atoi(argv[++i]);
     }
     if (size != 2) {
         if (rank == 0)
@@ -177,10 +219,23 @@ int main(int argc, char **argv)
     double med[2][NBENCH];
     for (int k = 0; k < 2; k++) {
         const impl_t *m = &impls[k];
-        long *base;
+        long *base = NULL;
         MPI_Win win;
-        m->win_allocate(16 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+        const MPI_Aint wbytes = 16 * sizeof(long);
+        if (!strcmp(flavor, "create")) {
+            base = calloc(16, sizeof(long));
+            m->win_create(base, wbytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        } else if (!strcmp(flavor, "create_allocmem")) {
+            m->alloc_mem(wbytes, MPI_INFO_NULL, &base);
+            m->win_create(base, wbytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        } else {
+            m->win_allocate(wbytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+        }
         for (int b = 0; b < NBENCH; b++) {
+            if (busy_us && b >= B_FENCE) {
+                med[k][b] = 0;
+                continue;
+            }
             double *samples = malloc(sizeof(double) * (size_t)reps);
             memset(base, 0, 16 * sizeof(long));
             MPI_Barrier(MPI_COMM_WORLD);
@@ -201,15 +256,24 @@ int main(int argc, char **argv)
             free(samples);
         }
         m->win_free(&win);
+        if (!strcmp(flavor, "create"))
+            free(base);
+        else if (!strcmp(flavor, "create_allocmem"))
+            m->free_mem(base);
     }
     if (rank == 0) {
         FILE *out = csv ? fopen(csv, "w") : NULL;
+        printf("window flavor: %s\n", flavor);
         printf("%-20s %12s %12s %8s\n", "8-byte latency (us)", "native", "onesided", "ratio");
         if (out)
             fprintf(out, "benchmark,native_us,onesided_us,ratio\n");
+        if (busy_us)
+            printf("target busy: computes %d us between MPI calls\n", busy_us);
         for (int b = 0; b < NBENCH; b++) {
+            if (busy_us && b >= B_FENCE)
+                continue;
             double ratio = med[1][b] / med[0][b];
-            printf("%-20s %12.3f %12.3f %8.3f\n", bench_name[b], med[0][b], med[1][b], ratio);
+            printf("%-20s %12.3f %12.3f %8.4f\n", bench_name[b], med[0][b], med[1][b], ratio);
             if (out)
                 fprintf(out, "%s,%.4f,%.4f,%.4f\n", bench_name[b], med[0][b], med[1][b], ratio);
         }

@@ -56,6 +56,8 @@ typedef struct {
      * true where some origin reaches the memory only by CMA, which cannot do
      * atomics, so that every origin (the owner too) takes the same path. */
     bool acc_mutex_always;
+    void *map;        /* our mapping of the peer's MPI_Alloc_mem region, if any */
+    size_t map_size;
 } os_peer_t;
 
 /* Node-wide words, first in the segment. */

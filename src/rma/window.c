@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define PAGE 4096
@@ -14,7 +15,9 @@ typedef struct {
     int32_t disp_unit;
     int32_t pid;
     int32_t max_regions;
-    int32_t pad;
+    int32_t region_fd;     /* MPI_Win_create over MPI_Alloc_mem memory: its memfd, else -1 */
+    uint64_t region_size;  /* bytes of that region */
+    uint64_t region_off;   /* where the window starts in it */
 } peer_info_t;
 
 /* Lay the control area out in the segment, in this order:
@@ -30,6 +33,46 @@ static size_t layout(os_win_t *w, size_t *post_off, size_t *regions_off)
     *regions_off = off;
     off += (size_t)w->nranks * (size_t)w->max_regions * sizeof(os_region_t);
     return OS_ALIGN_UP(off, PAGE);
+}
+
+/* MPI_Win_create over memory from MPI_Alloc_mem: map every peer's region so
+ * that it is reached by load/store instead of CMA. Whether accumulates into
+ * a target may use CPU atomics must be the same answer in every process, so
+ * it is agreed on: only where every process mapped the target. */
+static os_status_t map_alloc_mem_peers(os_win_t *w, const peer_info_t *all)
+{
+    int *mapped = malloc(sizeof *mapped * (size_t)w->nranks);
+    if (!mapped)
+        return OS_ERR(OS_ERR_NOMEM, "window of %d processes", w->nranks);
+    for (int r = 0; r < w->nranks; r++) {
+        os_peer_t *p = &w->peers[r];
+        mapped[r] = r == w->rank || p->size == 0;
+        if (r == w->rank || all[r].region_fd < 0)
+            continue;
+        char *m = os_shm_region_map_peer(p->pid, all[r].region_fd, all[r].region_size);
+        if (!m) {
+            OS_DEBUG("rank %d: cannot map the MPI_Alloc_mem region of rank %d, using CMA",
+                     w->rank, r);
+            continue;
+        }
+        p->map = m;
+        p->map_size = all[r].region_size;
+        p->base = m + all[r].region_off;
+        p->access = OS_PEER_DIRECT;
+        mapped[r] = 1;
+    }
+    PMPI_Allreduce(MPI_IN_PLACE, mapped, w->nranks, MPI_INT, MPI_LAND, w->comm);
+    for (int r = 0; r < w->nranks; r++)
+        w->peers[r].acc_mutex_always = !mapped[r];
+    free(mapped);
+    return OS_OK;
+}
+
+static void unmap_peers(os_win_t *w)
+{
+    for (int r = 0; w->peers && r < w->nranks; r++)
+        if (w->peers[r].map)
+            munmap(w->peers[r].map, w->peers[r].map_size);
 }
 
 os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
@@ -73,7 +116,15 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
 
     mine = (peer_info_t){ .base = (uint64_t)(uintptr_t)base, .size = size,
                           .disp_unit = disp_unit, .pid = (int32_t)getpid(),
-                          .max_regions = cfg->dynamic_max_regions };
+                          .max_regions = cfg->dynamic_max_regions, .region_fd = -1 };
+    if (flavor == OS_FLAVOR_CREATE && size > 0) {
+        const os_shm_region_t *reg = os_shm_region_find(base, (size_t)size);
+        if (reg) {
+            mine.region_fd = reg->fd;
+            mine.region_size = reg->size;
+            mine.region_off = (uint64_t)((char *)base - reg->base);
+        }
+    }
     all = malloc((size_t)w->nranks * sizeof *all);
     data_off = calloc((size_t)w->nranks, sizeof *data_off);
     w->peers = calloc((size_t)w->nranks, sizeof *w->peers);
@@ -136,6 +187,8 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
             break;
         }
     }
+    if (flavor == OS_FLAVOR_CREATE && (st = map_alloc_mem_peers(w, all)))
+        goto fail;
     if (flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED)
         w->base = w->size ? w->peers[w->rank].base : NULL;
     else
@@ -159,6 +212,7 @@ fail:
     free(data_off);
     if (node != MPI_COMM_NULL)
         PMPI_Comm_free(&node);
+    unmap_peers(w);
     os_shm_destroy(&w->seg);
     if (w->group != MPI_GROUP_NULL)
         PMPI_Group_free(&w->group);
@@ -193,6 +247,7 @@ os_status_t os_win_free(os_win_t *w)
         return st;
     /* No process may leave while another may still touch its memory. */
     PMPI_Barrier(w->comm);
+    unmap_peers(w);
     os_shm_destroy(&w->seg);
     PMPI_Win_free(&w->handle);
     PMPI_Group_free(&w->group);

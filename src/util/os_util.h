@@ -81,6 +81,13 @@ void os_log_set_rank(int rank);
       "1 = queue every operation of a fence epoch to the closing fence (paper 003); "        \
       "0 = do operations at once when the opening fence synchronized, queue them "           \
       "only after MPI_MODE_NOPRECEDE.")                                                       \
+    X(alloc_mem_shared, int, "ONESIDED_ALLOC_MEM", NULL, "1",                                 \
+      "1 = MPI_Alloc_mem returns memory other processes of the node can map, so that "       \
+      "MPI_Win_create over it gets load/store and CPU atomics instead of CMA; 0 = the "       \
+      "host MPI's MPI_Alloc_mem.")                                                            \
+    X(alloc_mem_max_regions, int, "ONESIDED_ALLOC_MEM_MAX_REGIONS", NULL, "256",              \
+      "Most MPI_Alloc_mem blocks served from shareable memory at once (each holds a file "    \
+      "descriptor); beyond it the host MPI's MPI_Alloc_mem serves.")                          \
     X(help, int, "ONESIDED_HELP", NULL, "0",                                                  \
       "Print this table of tunables on rank 0 at MPI_Init.")
 

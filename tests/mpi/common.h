@@ -43,9 +43,11 @@ static int t_finish(const char *name)
 }
 
 /* The window flavors every test runs over. */
-enum { F_ALLOCATE, F_SHARED, F_CREATE, F_DYNAMIC, F_COUNT };
+/* F_CREATE is MPI_Win_create over malloc'd memory (reached by CMA),
+ * F_ALLOCMEM over MPI_Alloc_mem memory (mapped by every process). */
+enum { F_ALLOCATE, F_SHARED, F_CREATE, F_ALLOCMEM, F_DYNAMIC, F_COUNT };
 static const char *const flavor_name[F_COUNT] = { "allocate", "allocate_shared", "create",
-                                                  "dynamic" };
+                                                  "create_allocmem", "dynamic" };
 
 typedef struct {
     MPI_Win win;
@@ -72,6 +74,10 @@ static t_win_t t_win_make(int flavor, MPI_Aint bytes, MPI_Info info)
         t.own = t.base = calloc(1, (size_t)bytes + 1);
         MPI_Win_create(t.base, bytes, 1, info, MPI_COMM_WORLD, &t.win);
         break;
+    case F_ALLOCMEM:
+        MPI_Alloc_mem(bytes + 1, MPI_INFO_NULL, &t.base);
+        MPI_Win_create(t.base, bytes, 1, info, MPI_COMM_WORLD, &t.win);
+        break;
     case F_DYNAMIC: {
         t.own = t.base = calloc(1, (size_t)bytes + 1);
         MPI_Win_create_dynamic(info, MPI_COMM_WORLD, &t.win);
@@ -94,6 +100,8 @@ static void t_win_free(t_win_t *t)
         MPI_Win_detach(t->win, t->base);
     }
     MPI_Win_free(&t->win);
+    if (t->flavor == F_ALLOCMEM)
+        MPI_Free_mem(t->base);
     free(t->own);
     free(t->origin);
 }

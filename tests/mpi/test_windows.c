@@ -1,11 +1,13 @@
 /* Window objects: flavors, attributes, shared queries, info, names, groups,
  * sub-communicators, dynamic attach/detach, many windows at once. */
 #include "common.h"
+#include "onesided.h"
 
 static void attributes(void)
 {
     static const int flavors[F_COUNT] = { MPI_WIN_FLAVOR_ALLOCATE, MPI_WIN_FLAVOR_SHARED,
-                                          MPI_WIN_FLAVOR_CREATE, MPI_WIN_FLAVOR_DYNAMIC };
+                                          MPI_WIN_FLAVOR_CREATE, MPI_WIN_FLAVOR_CREATE,
+                                          MPI_WIN_FLAVOR_DYNAMIC };
     for (int f = 0; f < F_COUNT; f++) {
         t_win_t t = t_win_make(f, 96, MPI_INFO_NULL);
         void *base;
@@ -290,6 +292,45 @@ static void create_edge_cases(void)
     MPI_Win_free(&win);
 }
 
+/* Which path served the operations: MPI_Alloc_mem memory is mapped (no CMA,
+ * accumulates by CPU atomics), malloc'd memory is reached by CMA. */
+static void access_paths(void)
+{
+    for (int f = F_CREATE; f <= F_ALLOCMEM; f++) {
+        t_win_t t = t_win_make(f, 64, MPI_INFO_NULL);
+        int right = (t_rank + 1) % t_size;
+        int64_t one = 1, old;
+        MPI_Win_lock_all(0, t.win);
+        MPI_Put(&one, 1, MPI_INT64_T, right, 0, 1, MPI_INT64_T, t.win);
+        MPI_Fetch_and_op(&one, &old, MPI_INT64_T, right, 8, MPI_SUM, t.win);
+        MPI_Win_unlock_all(t.win);
+        onesided_win_stats_t s;
+        CHECK(onesided_win_get_stats(t.win, &s) == MPI_SUCCESS, "stats");
+        uint64_t cma = s.counter[ONESIDED_STAT_FALLBACK_CMA];
+        uint64_t mutex = s.counter[ONESIDED_STAT_FALLBACK_ACC_MUTEX];
+        uint64_t atomic = s.counter[ONESIDED_STAT_ACC_ATOMIC_ELEMS];
+        if (f == F_ALLOCMEM)
+            CHECK(cma == 0 && mutex == 0 && atomic == 1,
+                  "MPI_Alloc_mem window: cma %llu mutex %llu atomic %llu", (unsigned long long)cma,
+                  (unsigned long long)mutex, (unsigned long long)atomic);
+        else if (t_size > 1)
+            CHECK(cma >= 2 && mutex == 1, "malloc window: cma %llu mutex %llu",
+                  (unsigned long long)cma, (unsigned long long)mutex);
+        t_win_free(&t);
+    }
+    /* Beyond the configured limit, MPI_Alloc_mem falls back and still works. */
+    void *blocks[300];
+    int n = 0;
+    for (; n < 300; n++)
+        if (MPI_Alloc_mem(64, MPI_INFO_NULL, &blocks[n]) != MPI_SUCCESS)
+            break;
+    CHECK(n == 300, "300 MPI_Alloc_mem blocks (limit 256 shareable), got %d", n);
+    for (int i = 0; i < n; i++) {
+        memset(blocks[i], i, 64);
+        MPI_Free_mem(blocks[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -300,5 +341,6 @@ int main(int argc, char **argv)
     dynamic_regions();
     many_windows();
     create_edge_cases();
+    access_paths();
     return t_finish("test_windows");
 }

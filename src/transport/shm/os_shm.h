@@ -22,6 +22,26 @@ typedef struct {
 os_status_t os_shm_create(MPI_Comm node_comm, size_t size, os_shm_seg_t *seg);
 void os_shm_destroy(os_shm_seg_t *seg);
 
+/* Shareable private memory: MPI_Alloc_mem hands out regions backed by their
+ * own memfd, so that a window later created over them can be mapped by the
+ * other processes of the node (through /proc/<pid>/fd/<fd>) instead of being
+ * reached by CMA. The descriptor stays open while the region lives. */
+typedef struct {
+    char *base;
+    size_t size; /* mapped bytes, a whole number of pages */
+    int fd;
+} os_shm_region_t;
+
+/* A zero-filled region of at least `size` bytes, or NULL (errno set) when the
+ * limit of live regions is reached or the system refuses. */
+void *os_shm_region_alloc(size_t size, int max_live);
+/* Release a region; false when `base` is not the start of one. */
+bool os_shm_region_free(void *base);
+/* The region holding [addr, addr+len), or NULL. */
+const os_shm_region_t *os_shm_region_find(const void *addr, size_t len);
+/* Map another process's region; NULL when it cannot be opened. */
+void *os_shm_region_map_peer(pid_t pid, int fd, size_t size);
+
 /* Allow other processes of the same user to use CMA on this one, where a Yama
  * policy would otherwise restrict it to descendants. */
 void os_cma_enable(void);

@@ -1,0 +1,43 @@
+/* MPI_Alloc_mem / MPI_Free_mem: shareable memory for windows.
+ *
+ * MPI advises programs to allocate window memory with MPI_Alloc_mem. Memory
+ * from here lives in its own memfd, so MPI_Win_create over it is mapped by
+ * every process of the node: load/store and CPU atomics, as for
+ * MPI_Win_allocate, instead of one CMA system call per access. */
+#include "os_mpi.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool warned;
+
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr)
+{
+    os_mpi_init();
+    if (os_config.alloc_mem_shared && size > 0) {
+        pthread_mutex_lock(&mem_lock);
+        void *p = os_shm_region_alloc((size_t)size, os_config.alloc_mem_max_regions);
+        pthread_mutex_unlock(&mem_lock);
+        if (p) {
+            *(void **)baseptr = p;
+            return MPI_SUCCESS;
+        }
+        /* A slower path from here on: windows over this block use CMA. */
+        if (!warned) {
+            warned = true;
+            OS_WARN("MPI_Alloc_mem of %ld bytes falls back to the host MPI (%s); windows "
+                    "created over such memory use CMA", (long)size, strerror(errno));
+        }
+    }
+    return PMPI_Alloc_mem(size, info, baseptr);
+}
+
+int MPI_Free_mem(void *base)
+{
+    pthread_mutex_lock(&mem_lock);
+    bool ours = os_shm_region_free(base);
+    pthread_mutex_unlock(&mem_lock);
+    return ours ? MPI_SUCCESS : PMPI_Free_mem(base);
+}
