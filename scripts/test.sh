@@ -23,8 +23,8 @@ cmake --build build-asan
 
 echo "== sanitizers: TSan over the threaded unit tests"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_TSAN=ON >/dev/null
-cmake --build build-tsan --target test_lock test_reduce
-(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'unit_test_(lock|reduce)')
+cmake --build build-tsan --target test_lock test_reduce test_regions
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'unit_test_(lock|reduce|regions)')
 
 echo "== mpi4py RMA tests with onesided preloaded"
 bash scripts/mpi4py-tests.sh build

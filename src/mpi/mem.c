@@ -7,26 +7,21 @@
 #include "os_mpi.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 
-static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool warned;
+static atomic_bool warned;
 
 int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr)
 {
     os_mpi_init();
     if (os_config.alloc_mem_shared && size > 0) {
-        pthread_mutex_lock(&mem_lock);
         void *p = os_shm_region_alloc((size_t)size, os_config.alloc_mem_max_regions);
-        pthread_mutex_unlock(&mem_lock);
         if (p) {
             *(void **)baseptr = p;
             return MPI_SUCCESS;
         }
         /* A slower path from here on: windows over this block use CMA. */
-        if (!warned) {
-            warned = true;
+        if (!atomic_exchange(&warned, true)) {
             OS_WARN("MPI_Alloc_mem of %ld bytes falls back to the host MPI (%s); windows "
                     "created over such memory use CMA", (long)size, strerror(errno));
         }
@@ -36,8 +31,5 @@ int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr)
 
 int MPI_Free_mem(void *base)
 {
-    pthread_mutex_lock(&mem_lock);
-    bool ours = os_shm_region_free(base);
-    pthread_mutex_unlock(&mem_lock);
-    return ours ? MPI_SUCCESS : PMPI_Free_mem(base);
+    return os_shm_region_free(base) ? MPI_SUCCESS : PMPI_Free_mem(base);
 }

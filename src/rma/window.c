@@ -118,11 +118,11 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
                           .disp_unit = disp_unit, .pid = (int32_t)getpid(),
                           .max_regions = cfg->dynamic_max_regions, .region_fd = -1 };
     if (flavor == OS_FLAVOR_CREATE && size > 0) {
-        const os_shm_region_t *reg = os_shm_region_find(base, (size_t)size);
-        if (reg) {
-            mine.region_fd = reg->fd;
-            mine.region_size = reg->size;
-            mine.region_off = (uint64_t)((char *)base - reg->base);
+        os_shm_region_t reg;
+        if (os_shm_region_find(base, (size_t)size, &reg)) {
+            mine.region_fd = reg.fd;
+            mine.region_size = reg.size;
+            mine.region_off = (uint64_t)((char *)base - reg.base);
         }
     }
     all = malloc((size_t)w->nranks * sizeof *all);

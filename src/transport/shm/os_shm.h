@@ -25,7 +25,8 @@ void os_shm_destroy(os_shm_seg_t *seg);
 /* Shareable private memory: MPI_Alloc_mem hands out regions backed by their
  * own memfd, so that a window later created over them can be mapped by the
  * other processes of the node (through /proc/<pid>/fd/<fd>) instead of being
- * reached by CMA. The descriptor stays open while the region lives. */
+ * reached by CMA. The descriptor stays open while the region lives. These
+ * calls are thread-safe (programs allocate from several threads). */
 typedef struct {
     char *base;
     size_t size; /* mapped bytes, a whole number of pages */
@@ -37,8 +38,8 @@ typedef struct {
 void *os_shm_region_alloc(size_t size, int max_live);
 /* Release a region; false when `base` is not the start of one. */
 bool os_shm_region_free(void *base);
-/* The region holding [addr, addr+len), or NULL. */
-const os_shm_region_t *os_shm_region_find(const void *addr, size_t len);
+/* Copy out the region holding [addr, addr+len); false when there is none. */
+bool os_shm_region_find(const void *addr, size_t len, os_shm_region_t *out);
 /* Map another process's region; NULL when it cannot be opened. */
 void *os_shm_region_map_peer(pid_t pid, int fd, size_t size);
 

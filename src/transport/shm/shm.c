@@ -2,7 +2,6 @@
 #include "os_shm.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
@@ -69,79 +68,6 @@ void os_shm_destroy(os_shm_seg_t *seg)
     if (seg->addr)
         munmap(seg->addr, seg->size);
     seg->addr = NULL;
-}
-
-/* Live regions: few and long-lived (window memory), so a list will do. The
- * front end serializes calls (os_mpi_mem_lock). */
-static os_shm_region_t *regions;
-static size_t nregions, capregions;
-
-void *os_shm_region_alloc(size_t size, int max_live)
-{
-    long page = sysconf(_SC_PAGESIZE);
-    size_t bytes = OS_ALIGN_UP(size ? size : 1, (size_t)page);
-    if ((int)nregions >= max_live) {
-        errno = EMFILE;
-        return NULL;
-    }
-    if (nregions == capregions) {
-        size_t cap = capregions ? 2 * capregions : 16;
-        os_shm_region_t *r = realloc(regions, cap * sizeof *r);
-        if (!r)
-            return NULL;
-        regions = r;
-        capregions = cap;
-    }
-    int fd = memfd_create("onesided-alloc-mem", MFD_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    void *addr = MAP_FAILED;
-    if (ftruncate(fd, (off_t)bytes) == 0)
-        addr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (addr == MAP_FAILED) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return NULL;
-    }
-    regions[nregions++] = (os_shm_region_t){ addr, bytes, fd };
-    return addr;
-}
-
-bool os_shm_region_free(void *base)
-{
-    for (size_t i = 0; i < nregions; i++) {
-        if (regions[i].base == base) {
-            munmap(regions[i].base, regions[i].size);
-            close(regions[i].fd);
-            memmove(&regions[i], &regions[i + 1], (nregions - i - 1) * sizeof *regions);
-            nregions--;
-            return true;
-        }
-    }
-    return false;
-}
-
-const os_shm_region_t *os_shm_region_find(const void *addr, size_t len)
-{
-    const char *a = addr;
-    for (size_t i = 0; i < nregions; i++)
-        if (a >= regions[i].base && a - regions[i].base <= (ptrdiff_t)regions[i].size &&
-            len <= regions[i].size - (size_t)(a - regions[i].base))
-            return &regions[i];
-    return NULL;
-}
-
-void *os_shm_region_map_peer(pid_t pid, int fd, size_t size)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
-    int my = open(path, O_RDWR | O_CLOEXEC);
-    if (my < 0)
-        return NULL;
-    void *addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, my, 0);
-    close(my); /* the mapping keeps the memory */
-    return addr == MAP_FAILED ? NULL : addr;
 }
 
 void os_cma_enable(void)
