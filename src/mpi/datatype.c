@@ -162,6 +162,85 @@ static int cache_delete(MPI_Datatype dt, int keyval, void *val, void *extra)
 
 static os_status_t decode(MPI_Datatype dt, os_dtype_t **out);
 
+/* Largest true extent recovered by decode_by_unpack (its work buffers scale with it). */
+#define UNPACK_DECODE_MAX ((MPI_Aint)64 << 20)
+
+/* Any type the host MPI can unpack, whatever its combiner (darray): recover
+ * the type map from MPI_Unpack itself. Pass p unpacks a stream whose byte k
+ * holds byte p of (k + 1); four passes give, for every memory byte, its
+ * position in the packed stream (0: not data). Exact by construction and
+ * done once per type; `elem` gives the element type for accumulate. */
+static os_status_t decode_by_unpack(MPI_Datatype dt, const os_dtype_t *elem, os_dtype_t **out)
+{
+    os_status_t st = OS_OK;
+    int size;
+    MPI_Aint tlb, text, lb, extent;
+    uint32_t *pos = NULL;
+    unsigned char *stream = NULL, *img = NULL;
+    ptrdiff_t *where = NULL;
+    size_t *lens = NULL;
+
+    PMPI_Type_size(dt, &size);
+    PMPI_Type_get_true_extent(dt, &tlb, &text);
+    PMPI_Type_get_extent(dt, &lb, &extent);
+    if (text > UNPACK_DECODE_MAX)
+        return OS_ERR(OS_ERR_UNSUPPORTED, "a datatype spanning %ld bytes is too large to decode "
+                      "(limit %ld)", (long)text, (long)UNPACK_DECODE_MAX);
+    pos = calloc((size_t)text + 1, sizeof *pos);
+    stream = malloc((size_t)size + 1);
+    img = malloc((size_t)text + 1);
+    where = malloc(sizeof *where * ((size_t)size + 1));
+    lens = malloc(sizeof *lens * ((size_t)size + 1));
+    if (!pos || !stream || !img || !where || !lens) {
+        st = OS_ERR(OS_ERR_NOMEM, "decoding a datatype of %ld bytes", (long)text);
+        goto out;
+    }
+    for (int pass = 0; pass < 4; pass++) {
+        for (int k = 0; k < size; k++)
+            stream[k] = (unsigned char)(((uint32_t)k + 1) >> (8 * pass));
+        memset(img, 0, (size_t)text);
+        int at = 0;
+        /* Displacements lie in [tlb, tlb + text): shift the image by -tlb. */
+        void *origin = (void *)((uintptr_t)img - (uintptr_t)tlb);
+        if (PMPI_Unpack(stream, size, &at, origin, 1, dt, MPI_COMM_SELF) != MPI_SUCCESS) {
+            st = OS_ERR(OS_ERR_TYPE, "the host MPI cannot unpack this datatype");
+            goto out;
+        }
+        for (MPI_Aint m = 0; m < text; m++)
+            pos[m] |= (uint32_t)img[m] << (8 * pass);
+    }
+    for (MPI_Aint m = 0; m < text; m++)
+        if (pos[m])
+            where[pos[m] - 1] = tlb + m;
+    /* Consecutive stream bytes at consecutive addresses form one block;
+     * blocks are compacted in place (block n never passes byte k). */
+    size_t n = 0;
+    ptrdiff_t prev = 0;
+    for (int k = 0; k < size; k++) {
+        ptrdiff_t addr = where[k];
+        if (n && addr == prev + 1) {
+            lens[n - 1]++;
+        } else {
+            where[n] = addr;
+            lens[n++] = 1;
+        }
+        prev = addr;
+    }
+    if ((st = os_dtype_new_hindexed(n, lens, where, os_dtype_byte(), out)))
+        goto out;
+    (*out)->basic = elem->basic;
+    (*out)->cls = elem->cls;
+    (*out)->basic_size = elem->basic_size;
+    os_dtype_set_bounds(*out, lb, extent);
+out:
+    free(pos);
+    free(stream);
+    free(img);
+    free(where);
+    free(lens);
+    return st;
+}
+
 /* A predefined type of an F90 combiner: the matching type by size. */
 static os_status_t decode_f90(MPI_Datatype dt, int combiner, os_dtype_t **out)
 {
@@ -293,10 +372,13 @@ static os_status_t decode(MPI_Datatype dt, os_dtype_t **out)
     case MPI_COMBINER_RESIZED:
         st = os_dtype_new_resized(c0, aints[0], aints[1], out);
         break;
-    default:
-        st = OS_ERR(OS_ERR_TYPE, "datatypes built with combiner %d (e.g. MPI_Type_create_darray) "
-                    "are not supported in RMA by onesided", comb);
-        break;
+    default: /* darray, and any combiner added later */
+        if (!c0) {
+            st = OS_ERR(OS_ERR_TYPE, "datatype combiner %d without an element type", comb);
+            break;
+        }
+        st = decode_by_unpack(dt, c0, out);
+        goto out; /* bounds already set */
     }
     if (!st) {
         /* The host MPI's bounds are authoritative (alignment padding of structs). */

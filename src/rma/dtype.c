@@ -231,6 +231,15 @@ void os_dtype_set_bounds(os_dtype_t *t, ptrdiff_t lb, ptrdiff_t extent)
     t->contig = t->nblocks == 1 && (ptrdiff_t)t->blocks[0].len == t->extent;
 }
 
+os_dtype_t *os_dtype_byte(void)
+{
+    static os_block_t block = { 0, 1 };
+    static os_dtype_t byte = { .size = 1, .extent = 1, .true_extent = 1, .nblocks = 1,
+                               .blocks = &block, .basic = OS_B_UINT8, .cls = OS_CLASS_BYTE,
+                               .basic_size = 1, .contig = true, .predefined = true };
+    return &byte;
+}
+
 void os_dtype_retain(os_dtype_t *t)
 {
     if (!t->predefined)

@@ -232,13 +232,6 @@ static void unpack(void *addr, const os_dtype_t *t, size_t count, const char *sr
     }
 }
 
-/* Packed bytes: the local side of a transfer into or out of a temporary. */
-static os_block_t byte_block = { 0, 1 };
-static os_dtype_t byte_type = { .size = 1, .extent = 1, .true_extent = 1, .nblocks = 1,
-                                .blocks = &byte_block, .basic = OS_B_UINT8,
-                                .cls = OS_CLASS_BYTE, .basic_size = 1, .contig = true,
-                                .predefined = true };
-
 /* How an accumulate keeps each element atomic. */
 typedef enum { ACC_ATOMIC, ACC_EXCLUSIVE, ACC_MUTEX } acc_mode_t;
 
@@ -335,14 +328,14 @@ static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
             st = OS_ERR(OS_ERR_NOMEM, "accumulate buffer of %zu bytes", bytes);
             goto out;
         }
-        st = move(w, op->target, false, taddr, tt, op->tcount, tbuf, &byte_type, bytes);
+        st = move(w, op->target, false, taddr, tt, op->tcount, tbuf, os_dtype_byte(), bytes);
         if (st)
             goto out;
         if (fetch)
             memcpy(fdata, tbuf, bytes);
         if (rop != OS_OP_NO_OP) {
             os_reduce(rop, basic, esize, tbuf, odata, bytes / esize);
-            st = move(w, op->target, true, taddr, tt, op->tcount, tbuf, &byte_type, bytes);
+            st = move(w, op->target, true, taddr, tt, op->tcount, tbuf, os_dtype_byte(), bytes);
         }
     }
 out:

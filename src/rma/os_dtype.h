@@ -83,6 +83,8 @@ os_status_t os_dtype_new_subarray(int ndims, const int *sizes, const int *subsiz
 os_status_t os_dtype_new_resized(os_dtype_t *child, ptrdiff_t lb, ptrdiff_t extent,
                                  os_dtype_t **out);
 void os_dtype_set_bounds(os_dtype_t *t, ptrdiff_t lb, ptrdiff_t extent);
+/* Plain bytes (a static predefined type): the packed side of copies. */
+os_dtype_t *os_dtype_byte(void);
 void os_dtype_retain(os_dtype_t *t);
 void os_dtype_release(os_dtype_t *t);
 

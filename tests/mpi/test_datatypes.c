@@ -3,7 +3,7 @@
  * put(o, ot) into (t, tt) must equal unpack(pack(o, ot), tt). */
 #include "common.h"
 
-enum { NT = 12, AREA = 4096 };
+enum { NT = 13, AREA = 4096 };
 static MPI_Datatype types[NT];
 static const char *names[NT];
 static int counts[NT];
@@ -38,6 +38,11 @@ static void make_types(void)
       MPI_Type_dup(c, &t);
       MPI_Type_free(&s); MPI_Type_free(&r); MPI_Type_free(&v); MPI_Type_free(&c);
       ADD("nested", t, 1); }
+    { /* darray: rank 1 of a 2x2 grid, rows cyclic(2), columns block, of an 8x6 int array */
+      int gs[2] = { 8, 6 }, dist[2] = { MPI_DISTRIBUTE_CYCLIC, MPI_DISTRIBUTE_BLOCK },
+          darg[2] = { 2, MPI_DISTRIBUTE_DFLT_DARG }, ps[2] = { 2, 2 };
+      MPI_Type_create_darray(4, 1, 2, gs, dist, darg, ps, MPI_ORDER_C, MPI_INT, &t);
+      ADD("darray", t, 1); }
 }
 
 static int type_ints(int i)
