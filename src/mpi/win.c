@@ -240,8 +240,10 @@ int MPI_Win_set_info(MPI_Win win, MPI_Info info)
         PMPI_Info_set(w->info, key, val);
     }
     PMPI_Info_free(&kept);
-    /* Region tables are laid out at creation; this one cannot change later. */
+    /* Fixed at creation: region tables are laid out then, and every process
+     * must make the same fence choice (it was agreed on then). */
     cfg.dynamic_max_regions = w->cfg.dynamic_max_regions;
+    cfg.fence_defer = w->cfg.fence_defer;
     w->cfg = cfg;
     return MPI_SUCCESS;
 }

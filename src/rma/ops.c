@@ -456,7 +456,7 @@ os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
     case OS_ACCESS_NONE:
         return OS_ERR(OS_ERR_SYNC, "%s to rank %d outside an access epoch", name, op->target);
     case OS_ACCESS_FENCE:
-        defer = !w->fence_synced || w->cfg.fence_defer;
+        defer = !w->fence_immediate;
         break;
     case OS_ACCESS_PSCW:
         if (w->tstate[op->target] == OS_T_NONE)

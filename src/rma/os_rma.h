@@ -131,7 +131,7 @@ typedef struct os_win {
     /* epochs */
     os_access_t access;
     os_exposure_t exposure;
-    bool fence_synced;       /* this fence epoch began with a synchronizing fence */
+    bool fence_immediate;    /* operations of this fence epoch run at once (else queued) */
     uint64_t fence_syncs;    /* synchronizing fences so far */
     uint8_t *tstate;         /* [nranks] per-target epoch state */
     int nlocked;

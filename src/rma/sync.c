@@ -76,6 +76,14 @@ os_status_t os_win_fence(os_win_t *w, int assert)
     OS_STAT(w, FENCES, 1);
 
     bool sync = !(assert & MPI_MODE_NOPRECEDE);
+    /* Queued operations of the epoch this fence closes run after the arrival
+     * count, while processes with nothing incoming may already have left
+     * this fence. So the next epoch may run operations at once only if this
+     * one queued nothing anywhere, or an early operation could be overtaken
+     * by a late one from the epoch before. Every input here is the same in
+     * every process (asserts are collective, fence_defer is agreed at
+     * creation), so all processes make the same choice. */
+    bool closes_queued_epoch = w->access == OS_ACCESS_FENCE && !w->fence_immediate;
     if (sync) {
         /* Reduce-scatter of the per-target counts of queued operations: each
          * origin adds one to the expected count of every target it queued
@@ -129,7 +137,7 @@ os_status_t os_win_fence(os_win_t *w, int assert)
         w->exposure = OS_EXPOSE_FENCE;
         /* Only a fence that synchronized guarantees that every target has
          * entered this epoch; after NOPRECEDE operations wait for the next. */
-        w->fence_synced = sync;
+        w->fence_immediate = sync && !closes_queued_epoch && !w->cfg.fence_defer;
     }
     return st;
 }

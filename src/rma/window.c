@@ -15,6 +15,7 @@ typedef struct {
     int32_t disp_unit;
     int32_t pid;
     int32_t max_regions;
+    int32_t fence_defer;   /* agreed: the fence's choice must be the same everywhere */
     int32_t region_fd;     /* MPI_Win_create over MPI_Alloc_mem memory: its memfd, else -1 */
     uint64_t region_size;  /* bytes of that region */
     uint64_t region_off;   /* where the window starts in it */
@@ -116,7 +117,8 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
 
     mine = (peer_info_t){ .base = (uint64_t)(uintptr_t)base, .size = size,
                           .disp_unit = disp_unit, .pid = (int32_t)getpid(),
-                          .max_regions = cfg->dynamic_max_regions, .region_fd = -1 };
+                          .max_regions = cfg->dynamic_max_regions,
+                          .fence_defer = cfg->fence_defer, .region_fd = -1 };
     if (flavor == OS_FLAVOR_CREATE && size > 0) {
         os_shm_region_t reg;
         if (os_shm_region_find(base, (size_t)size, &reg)) {
@@ -138,6 +140,9 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
     PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, w->comm);
 
     /* Every rank must lay the region tables out alike: take the largest request. */
+    for (int r = 0; r < w->nranks; r++)
+        if (all[r].fence_defer)
+            w->cfg.fence_defer = 1;
     w->max_regions = 0;
     if (flavor == OS_FLAVOR_DYNAMIC)
         for (int r = 0; r < w->nranks; r++)

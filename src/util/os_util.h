@@ -79,8 +79,8 @@ void os_log_set_rank(int rank);
       "Most regions one process may have attached to a dynamic window at once.")             \
     X(fence_defer, int, "ONESIDED_FENCE_DEFER", "onesided_fence_defer", "0",                  \
       "1 = queue every operation of a fence epoch to the closing fence (paper 003); "        \
-      "0 = do operations at once when the opening fence synchronized, queue them "           \
-      "only after MPI_MODE_NOPRECEDE.")                                                       \
+      "0 = do operations at once when the opening fence synchronized and closed an epoch "   \
+      "with nothing queued. Fixed at window creation (any process asking for 1 wins).")      \
     X(alloc_mem_shared, int, "ONESIDED_ALLOC_MEM", NULL, "1",                                 \
       "1 = MPI_Alloc_mem returns memory other processes of the node can map, so that "       \
       "MPI_Win_create over it gets load/store and CPU atomics instead of CMA; 0 = the "       \

@@ -64,6 +64,36 @@ static void fence_sequences(int defer)
     t_win_free(&t);
 }
 
+/* Regression: a fence that executes queued operations (the epoch it closes
+ * began with NOPRECEDE) must not let the next epoch run operations at once.
+ * Rank 1 queues many puts to itself; rank 0, with nothing incoming, leaves
+ * the fence early and puts to the same place in the next epoch: that later
+ * put must be the one that stays. */
+static void fence_queued_then_immediate(void)
+{
+    if (t_size < 2)
+        return;
+    t_win_t t = t_win_make(F_ALLOCATE, 64, MPI_INFO_NULL);
+    long one = 1, two = 2;
+    int ok = 1;
+    for (int round = 0; round < 50; round++) {
+        MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win);
+        if (t_rank == 1)
+            for (int i = 0; i < 2000; i++)
+                MPI_Put(&one, 1, MPI_LONG, 1, 0, 1, MPI_LONG, t.win);
+        MPI_Win_fence(0, t.win);
+        if (t_rank == 0)
+            MPI_Put(&two, 1, MPI_LONG, 1, 0, 1, MPI_LONG, t.win);
+        MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+        if (t_rank == 1 && *(long *)t.base != 2) {
+            ok = 0;
+            fprintf(stderr, "[rank 1] round %d: the earlier epoch's put landed last\n", round);
+        }
+    }
+    CHECK(ok, "epoch order across a fence that ran queued operations");
+    t_win_free(&t);
+}
+
 static void fence_with_load_store(void)
 {
     /* Fences order direct stores into shared memory as well. */
@@ -201,6 +231,7 @@ int main(int argc, char **argv)
     t_init(&argc, &argv);
     fence_sequences(0);
     fence_sequences(1);
+    fence_queued_then_immediate();
     fence_with_load_store();
     pscw_patterns();
     locks();

@@ -130,13 +130,17 @@ static void displacement_units_and_info(void)
     MPI_Info_get(used, "no_locks", 63, v, &flag);
     CHECK(flag && !strcmp(v, "false"), "standard key reads back");
     MPI_Info_free(&used);
+    /* The fence choice is agreed at creation and stays; standard hints change. */
     MPI_Info_create(&info);
     MPI_Info_set(info, "onesided_fence_defer", "0");
+    MPI_Info_set(info, "accumulate_ordering", "none");
     MPI_Win_set_info(win, info);
     MPI_Info_free(&info);
     MPI_Win_get_info(win, &used);
     MPI_Info_get(used, "onesided_fence_defer", 63, v, &flag);
-    CHECK(flag && !strcmp(v, "0"), "MPI_Win_set_info changes it");
+    CHECK(flag && !strcmp(v, "1"), "onesided_fence_defer is fixed at creation, reads %s", v);
+    MPI_Info_get(used, "accumulate_ordering", 63, v, &flag);
+    CHECK(flag && !strcmp(v, "none"), "MPI_Win_set_info changes a standard hint");
     MPI_Info_free(&used);
 
     int right = (t_rank + 1) % t_size;
