@@ -476,6 +476,8 @@ os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
     if (op->request && w->access != OS_ACCESS_LOCK && w->access != OS_ACCESS_LOCK_ALL)
         return OS_ERR(OS_ERR_SYNC, "request-based %s outside a passive-target epoch", name);
     count_op(w, op);
+    if (w->access == OS_ACCESS_FENCE)
+        w->fence_epoch_ops++;
     if (defer) {
         /* Check the range now, so that the error reaches the erroneous call. */
         if ((st = target_range(w, op, &taddr)))

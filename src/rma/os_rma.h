@@ -132,6 +132,7 @@ typedef struct os_win {
     os_access_t access;
     os_exposure_t exposure;
     bool fence_immediate;    /* operations of this fence epoch run at once (else queued) */
+    uint64_t fence_epoch_ops; /* operations issued since the last fence */
     uint64_t fence_syncs;    /* synchronizing fences so far */
     uint8_t *tstate;         /* [nranks] per-target epoch state */
     int nlocked;

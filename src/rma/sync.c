@@ -70,9 +70,10 @@ os_status_t os_win_fence(os_win_t *w, int assert)
                       w->access == OS_ACCESS_PSCW ? "post/start/complete/wait" : "lock");
     if (w->exposure == OS_EXPOSE_POST)
         return OS_ERR(OS_ERR_SYNC, "MPI_Win_fence inside a post/wait exposure epoch");
-    if ((assert & MPI_MODE_NOPRECEDE) && w->nqueue)
-        return OS_ERR(OS_ERR_SYNC, "MPI_Win_fence(MPI_MODE_NOPRECEDE) after %zu operations "
-                      "were issued in the epoch it closes", w->nqueue);
+    if ((assert & MPI_MODE_NOPRECEDE) && w->fence_epoch_ops)
+        return OS_ERR(OS_ERR_SYNC, "MPI_Win_fence(MPI_MODE_NOPRECEDE) after %llu operations "
+                      "were issued in the epoch it closes",
+                      (unsigned long long)w->fence_epoch_ops);
     OS_STAT(w, FENCES, 1);
 
     bool sync = !(assert & MPI_MODE_NOPRECEDE);
@@ -129,6 +130,7 @@ os_status_t os_win_fence(os_win_t *w, int assert)
             os_dtype_release(w->queue[i].rtype);
     }
     w->nqueue = 0;
+    w->fence_epoch_ops = 0;
     if (assert & MPI_MODE_NOSUCCEED) {
         w->access = OS_ACCESS_NONE;
         w->exposure = OS_EXPOSE_NONE;

@@ -157,7 +157,11 @@ static void run(int flavor)
     MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win);
     MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
     EXPECT(MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win), MPI_ERR_RMA_SYNC);
-    MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win);
+    MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win); /* a queued epoch */
+    MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win);
+    EXPECT(MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win), MPI_ERR_RMA_SYNC);
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+    MPI_Win_fence(0, t.win); /* an epoch whose operations run at once */
     MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win);
     EXPECT(MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win), MPI_ERR_RMA_SYNC);
     MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
