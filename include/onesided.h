@@ -38,6 +38,15 @@ extern "C" {
  * MPICH-2 design (paper 003). Default "0": operations run at once when the
  * opening fence synchronized, and are queued only after MPI_MODE_NOPRECEDE. */
 #define ONESIDED_INFO_FENCE_DEFER "onesided_fence_defer"
+/* Coalescing of small accumulates (at most 64 bytes) to one target inside a
+ * passive epoch: they are copied, queued in issue order and applied together
+ * at the next flush, unlock, MPI_Win_sync, other operation to that target, or
+ * when the batch is full. "-1" (default) = where each accumulate would cost a
+ * system call or the accumulate mutex (memory reached by CMA); "1" = always;
+ * "0" = never. Per-element atomicity and same-origin ordering are kept. */
+#define ONESIDED_INFO_ACC_COALESCE "onesided_acc_coalesce"
+/* Most accumulates queued for one target before they are applied (default 1024). */
+#define ONESIDED_INFO_ACC_COALESCE_MAX "onesided_acc_coalesce_max"
 
 /* --------------------------------------------------------------- statistics
  * Every window counts what it did; set ONESIDED_STATS=1 for a report at
@@ -73,6 +82,8 @@ typedef enum {
                                          (elements wider than 8 bytes, misaligned, or not mapped) */
     ONESIDED_STAT_FALLBACK_FENCE_DEFERRED, /* operations queued to the closing fence */
     ONESIDED_STAT_FALLBACK_PACKED,  /* accumulates that packed a non-contiguous buffer first */
+    ONESIDED_STAT_ACC_COALESCED,    /* accumulates queued for coalescing (ONESIDED_ACC_COALESCE) */
+    ONESIDED_STAT_ACC_BATCHES,      /* ... batches in which they were applied */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -4,6 +4,8 @@ set -euo pipefail
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 PKGS="mpich libmpich-dev libucx-dev cmake ninja-build gcc make python3 python3-dev python3-venv"
+# hpcc: the reference HPCC RandomAccess the main job compares with (it runs on Open MPI).
+PKGS="$PKGS hpcc libopenblas0-pthread"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
@@ -13,6 +15,11 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
-# Other MPI packages (Open MPI comes with hpcc) switch /usr/bin/mpicc; the
-# build and the scripts call mpicc.mpich and mpiexec.mpich by name instead.
+# Open MPI (it comes with hpcc) switches /usr/bin/mpicc and mpiexec: pin
+# MPICH back. The build and the scripts also call mpicc.mpich and
+# mpiexec.mpich by name.
+if [ -e /usr/bin/mpicc.mpich ] && [ "$(readlink -f /etc/alternatives/mpi 2>/dev/null)" != /usr/bin/mpicc.mpich ]; then
+    $SUDO update-alternatives --set mpi /usr/bin/mpicc.mpich >/dev/null
+    $SUDO update-alternatives --set mpirun /usr/bin/mpirun.mpich >/dev/null
+fi
 command -v mpicc.mpich >/dev/null && command -v mpiexec.mpich >/dev/null

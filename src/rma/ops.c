@@ -232,29 +232,26 @@ static void unpack(void *addr, const os_dtype_t *t, size_t count, const char *sr
     }
 }
 
-/* How an accumulate keeps each element atomic. */
-typedef enum { ACC_ATOMIC, ACC_EXCLUSIVE, ACC_MUTEX } acc_mode_t;
-
-static acc_mode_t acc_mode(const os_win_t *w, int target, const char *taddr, const os_dtype_t *t)
+os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, const os_dtype_t *t)
 {
     const os_peer_t *p = &w->peers[target];
     uint8_t s = w->tstate[target] & ~OS_T_LOCK_NOCHECK;
     if (w->access == OS_ACCESS_LOCK && s == OS_T_LOCK_EXCL)
-        return ACC_EXCLUSIVE; /* nobody else may touch the target window */
+        return OS_ACC_EXCLUSIVE; /* nobody else may touch the target window */
     if (p->acc_mutex_always || p->access != OS_PEER_DIRECT)
-        return ACC_MUTEX;
+        return OS_ACC_MUTEX;
     /* Elements that fit one CPU atomic and are aligned for it, wherever the
      * type puts them; any origin accumulating the same type at the same place
      * makes the same choice, which is what keeps mixed paths out. */
     size_t e = t->basic_size;
     if (!os_reduce_atomic_ok(e, taddr))
-        return ACC_MUTEX;
+        return OS_ACC_MUTEX;
     for (size_t i = 0; i < t->nblocks; i++)
         if ((t->blocks[i].disp | (ptrdiff_t)t->blocks[i].len) & (ptrdiff_t)(e - 1))
-            return ACC_MUTEX;
+            return OS_ACC_MUTEX;
     if (t->extent & (ptrdiff_t)(e - 1))
-        return ACC_MUTEX;
-    return ACC_ATOMIC;
+        return OS_ACC_MUTEX;
+    return OS_ACC_ATOMIC;
 }
 
 /* Accumulate, Get_accumulate and Fetch_and_op. */
@@ -269,7 +266,7 @@ static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
     const char *odata = NULL;
     char *obuf = NULL, *fbuf = NULL, *tbuf = NULL, *fdata = NULL;
     os_peer_t *p = &w->peers[op->target];
-    acc_mode_t mode = acc_mode(w, op->target, taddr, tt);
+    os_acc_mode_t mode = os_acc_mode(w, op->target, taddr, tt);
     bool locked = false;
 
     if (!bytes)
@@ -292,7 +289,7 @@ static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
     }
     if (obuf || fbuf)
         OS_STAT(w, FALLBACK_PACKED, 1);
-    if (mode == ACC_MUTEX) {
+    if (mode == OS_ACC_MUTEX) {
         os_lock_acquire_excl(&w->ctl[op->target].acc_mutex, NULL);
         locked = true;
         OS_STAT(w, FALLBACK_ACC_MUTEX, 1);
@@ -305,7 +302,7 @@ static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
         size_t len, pos = 0;
         while ((len = os_cursor_next(&tc, SIZE_MAX, &run))) {
             size_t n = len / esize;
-            if (mode == ACC_ATOMIC) {
+            if (mode == OS_ACC_ATOMIC) {
                 os_reduce_atomic(rop, basic, esize, run, odata ? odata + pos : NULL,
                                  fetch ? fdata + pos : NULL, n);
             } else {
@@ -316,9 +313,9 @@ static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
             }
             pos += len;
         }
-        if (mode == ACC_ATOMIC)
+        if (mode == OS_ACC_ATOMIC)
             OS_STAT(w, ACC_ATOMIC_ELEMS, bytes / esize);
-        else if (mode == ACC_EXCLUSIVE)
+        else if (mode == OS_ACC_EXCLUSIVE)
             OS_STAT(w, ACC_EXCL_ELEMS, bytes / esize);
     } else {
         /* Memory reached by CMA: read, combine here, write back, all under
@@ -354,15 +351,15 @@ static os_status_t compare_and_swap(os_win_t *w, const os_rma_op_t *op, char *ta
     os_status_t st = OS_OK;
     const size_t e = op->ttype->size;
     os_peer_t *p = &w->peers[op->target];
-    acc_mode_t mode = acc_mode(w, op->target, taddr, op->ttype);
+    os_acc_mode_t mode = os_acc_mode(w, op->target, taddr, op->ttype);
     char old[64];
 
-    if (mode == ACC_ATOMIC) {
+    if (mode == OS_ACC_ATOMIC) {
         os_cas_atomic(e, taddr, op->compare, op->origin, op->result);
         OS_STAT(w, ACC_ATOMIC_ELEMS, 1);
         return OS_OK;
     }
-    if (mode == ACC_MUTEX) {
+    if (mode == OS_ACC_MUTEX) {
         os_lock_acquire_excl(&w->ctl[op->target].acc_mutex, NULL);
         OS_STAT(w, FALLBACK_ACC_MUTEX, 1);
     }
@@ -373,7 +370,7 @@ static os_status_t compare_and_swap(os_win_t *w, const os_rma_op_t *op, char *ta
     if (!st && !memcmp(old, op->compare, e))
         st = p->access == OS_PEER_DIRECT ? (memcpy(taddr, op->origin, e), OS_OK)
                                          : os_cma_put(p->pid, taddr, op->origin, e);
-    if (mode == ACC_MUTEX)
+    if (mode == OS_ACC_MUTEX)
         os_lock_release_excl(&w->ctl[op->target].acc_mutex);
     if (!st)
         memcpy(op->result, old, e);
@@ -483,6 +480,17 @@ os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
         if ((st = target_range(w, op, &taddr)))
             return st;
         return enqueue(w, op);
+    }
+    if (w->acc_batch) {
+        if (op->kind == OS_RMA_ACC) {
+            if ((st = target_range(w, op, &taddr)))
+                return st;
+            if (os_acc_coalesce(w, op, taddr, &st))
+                return st;
+        }
+        /* Anything else to this target comes after what is queued for it. */
+        if ((st = os_acc_drain(w, op->target)))
+            return st;
     }
     return os_rma_execute(w, op);
 }

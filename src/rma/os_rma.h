@@ -107,6 +107,29 @@ typedef struct {
     const void *compare;
 } os_rma_op_t;
 
+/* How an accumulate keeps each element atomic (ops.c). */
+typedef enum { OS_ACC_ATOMIC, OS_ACC_EXCLUSIVE, OS_ACC_MUTEX } os_acc_mode_t;
+
+/* Small accumulates to one target, coalesced within a passive epoch and
+ * applied together at the next flush, unlock or conflicting operation
+ * (coalesce.c). Origin data is copied, so the caller's buffer is free at once. */
+typedef struct {
+    char *taddr;     /* first element at the target (a peer address under CMA) */
+    uint8_t op;      /* os_op_t */
+    uint8_t basic;   /* os_basic_t */
+    uint16_t nelems;
+    uint32_t data;   /* offset of the origin elements in the batch's data */
+} os_acc_entry_t;
+
+typedef struct {
+    os_acc_entry_t *entries;
+    size_t n, cap;
+    char *data;
+    size_t dlen, dcap;
+    size_t esize;    /* element size shared by every entry (slots never overlap partially) */
+    uint8_t mode;    /* os_acc_mode_t shared by every entry */
+} os_acc_batch_t;
+
 typedef struct os_win {
     MPI_Win handle;  /* a host-MPI dynamic window: carries errhandler, attributes, name */
     MPI_Comm comm;   /* private duplicate of the creation communicator */
@@ -141,6 +164,8 @@ typedef struct os_win {
     uint64_t *post_seen;     /* [nranks] posts consumed from each target */
     int post_expect;         /* origins in the current exposure group */
 
+    os_acc_batch_t *acc_batch; /* [nranks] coalesced accumulates, passive epochs only */
+
     /* operations queued to the closing fence */
     os_rma_op_t *queue;
     size_t nqueue, capqueue;
@@ -170,6 +195,16 @@ os_status_t os_win_detach(os_win_t *w, const void *base);
 /* Check an operation and do it, or queue it to the closing fence. */
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op);
 os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
+
+/* ops.c: the atomicity path of an accumulate on `t` elements at taddr. */
+os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, const os_dtype_t *t);
+
+/* coalesce.c */
+/* Queue a small accumulate when the window coalesces it; false = do it now. */
+bool os_acc_coalesce(os_win_t *w, const os_rma_op_t *op, char *taddr, os_status_t *st);
+/* Apply what is queued for one target, or for all (target < 0). */
+os_status_t os_acc_drain(os_win_t *w, int target);
+void os_acc_batches_free(os_win_t *w);
 
 /* sync.c */
 os_status_t os_win_fence(os_win_t *w, int assert);

@@ -315,11 +315,13 @@ os_status_t os_win_unlock(os_win_t *w, int target)
     if (w->access != OS_ACCESS_LOCK || w->tstate[target] == OS_T_NONE)
         return OS_ERR(OS_ERR_SYNC, "MPI_Win_unlock of rank %d, which this process has not locked",
                       target);
+    /* Coalesced accumulates complete before the lock is given up. */
+    os_status_t st = os_acc_drain(w, target);
     drop_lock(w, target);
     w->tstate[target] = OS_T_NONE;
     if (--w->nlocked == 0)
         w->access = OS_ACCESS_NONE;
-    return OS_OK;
+    return st;
 }
 
 os_status_t os_win_lock_all(os_win_t *w, int assert)
@@ -349,12 +351,13 @@ os_status_t os_win_unlock_all(os_win_t *w)
 {
     if (w->access != OS_ACCESS_LOCK_ALL)
         return OS_ERR(OS_ERR_SYNC, "MPI_Win_unlock_all without MPI_Win_lock_all");
+    os_status_t st = os_acc_drain(w, -1);
     for (int t = 0; t < w->nranks; t++) {
         drop_lock(w, t);
         w->tstate[t] = OS_T_NONE;
     }
     w->access = OS_ACCESS_NONE;
-    return OS_OK;
+    return st;
 }
 
 os_status_t os_win_flush(os_win_t *w, int target, bool all)
@@ -368,15 +371,19 @@ os_status_t os_win_flush(os_win_t *w, int target, bool all)
         if (w->tstate[target] == OS_T_NONE)
             return OS_ERR(OS_ERR_SYNC, "MPI_Win_flush of rank %d, which is not locked", target);
     }
-    /* Operations completed when they were issued; order them before what follows. */
+    /* Operations completed when they were issued, except coalesced
+     * accumulates; order them all before what follows. */
+    os_status_t st = os_acc_drain(w, all ? -1 : target);
     atomic_thread_fence(memory_order_seq_cst);
     OS_STAT(w, FLUSHES, 1);
-    return OS_OK;
+    return st;
 }
 
 os_status_t os_win_sync(os_win_t *w)
 {
-    (void)w;
+    /* Not required by MPI (only a flush completes operations), but a program
+     * that polls its window after MPI_Win_sync sees its own accumulates. */
+    os_status_t st = os_acc_drain(w, -1);
     atomic_thread_fence(memory_order_seq_cst);
-    return OS_OK;
+    return st;
 }

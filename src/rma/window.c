@@ -194,6 +194,15 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
     }
     if (flavor == OS_FLAVOR_CREATE && (st = map_alloc_mem_peers(w, all)))
         goto fail;
+    /* Batches for accumulate coalescing only where some target can use them,
+     * so that mapped windows pay nothing on their fast path. */
+    bool coalesce = w->cfg.acc_coalesce > 0;
+    for (int r = 0; r < w->nranks && w->cfg.acc_coalesce < 0; r++)
+        coalesce |= w->peers[r].access != OS_PEER_DIRECT;
+    if (coalesce && !(w->acc_batch = calloc((size_t)w->nranks, sizeof *w->acc_batch))) {
+        st = OS_ERR(OS_ERR_NOMEM, "accumulate batches for %d ranks", w->nranks);
+        goto fail;
+    }
     if (flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED)
         w->base = w->size ? w->peers[w->rank].base : NULL;
     else
@@ -227,6 +236,7 @@ fail:
     free(w->tstate);
     free(w->post_seen);
     free(w->start_ranks);
+    os_acc_batches_free(w);
     free(w);
     return st;
 }
@@ -262,6 +272,7 @@ os_status_t os_win_free(os_win_t *w)
     free(w->post_seen);
     free(w->start_ranks);
     free(w->queue);
+    os_acc_batches_free(w);
     free(w);
     return OS_OK;
 }

@@ -81,6 +81,14 @@ void os_log_set_rank(int rank);
       "1 = queue every operation of a fence epoch to the closing fence (paper 003); "        \
       "0 = do operations at once when the opening fence synchronized and closed an epoch "   \
       "with nothing queued. Fixed at window creation (any process asking for 1 wins).")      \
+    X(acc_coalesce, int, "ONESIDED_ACC_COALESCE", "onesided_acc_coalesce", "-1",             \
+      "Coalesce small MPI_Accumulate calls (up to 64 bytes) to one target inside a passive "   \
+      "epoch and apply them together at the next flush or unlock: -1 = automatic (where "      \
+      "each call would cost a system call or the accumulate mutex: memory reached by CMA), "   \
+      "1 = every target, 0 = never.")                                                          \
+    X(acc_coalesce_max, int, "ONESIDED_ACC_COALESCE_MAX", "onesided_acc_coalesce_max", "1024", \
+      "Most accumulates coalesced for one target before they are applied (HPCC's look-ahead " \
+      "is 1024).")                                                                             \
     X(alloc_mem_shared, int, "ONESIDED_ALLOC_MEM", NULL, "1",                                 \
       "1 = MPI_Alloc_mem returns memory other processes of the node can map, so that "       \
       "MPI_Win_create over it gets load/store and CPU atomics instead of CMA; 0 = the "       \
