@@ -19,46 +19,7 @@
  * Each row is the median over R repetitions of the mean over N iterations.
  * Every result is verified; a wrong value aborts the run.
  */
-#include <mpi.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-typedef struct {
-    const char *name;
-    int (*win_allocate)(MPI_Aint, int, MPI_Info, MPI_Comm, void *, MPI_Win *);
-    int (*win_create)(void *, MPI_Aint, int, MPI_Info, MPI_Comm, MPI_Win *);
-    int (*alloc_mem)(MPI_Aint, MPI_Info, void *);
-    int (*free_mem)(void *);
-    int (*win_free)(MPI_Win *);
-    int (*put)(const void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win);
-    int (*get)(void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win);
-    int (*acc)(const void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Op, MPI_Win);
-    int (*fop)(const void *, void *, MPI_Datatype, int, MPI_Aint, MPI_Op, MPI_Win);
-    int (*cas)(const void *, const void *, void *, MPI_Datatype, int, MPI_Aint, MPI_Win);
-    int (*lock)(int, int, int, MPI_Win);
-    int (*unlock)(int, MPI_Win);
-    int (*lock_all)(int, MPI_Win);
-    int (*unlock_all)(MPI_Win);
-    int (*flush)(int, MPI_Win);
-    int (*fence)(int, MPI_Win);
-    int (*post)(MPI_Group, int, MPI_Win);
-    int (*start)(MPI_Group, int, MPI_Win);
-    int (*complete)(MPI_Win);
-    int (*wait)(MPI_Win);
-} impl_t;
-
-static const impl_t impls[2] = {
-    { "native", PMPI_Win_allocate, PMPI_Win_create, PMPI_Alloc_mem, PMPI_Free_mem, PMPI_Win_free, PMPI_Put, PMPI_Get, PMPI_Accumulate,
-      PMPI_Fetch_and_op, PMPI_Compare_and_swap, PMPI_Win_lock, PMPI_Win_unlock,
-      PMPI_Win_lock_all, PMPI_Win_unlock_all, PMPI_Win_flush, PMPI_Win_fence, PMPI_Win_post,
-      PMPI_Win_start, PMPI_Win_complete, PMPI_Win_wait },
-    { "onesided", MPI_Win_allocate, MPI_Win_create, MPI_Alloc_mem, MPI_Free_mem, MPI_Win_free, MPI_Put, MPI_Get, MPI_Accumulate,
-      MPI_Fetch_and_op, MPI_Compare_and_swap, MPI_Win_lock, MPI_Win_unlock, MPI_Win_lock_all,
-      MPI_Win_unlock_all, MPI_Win_flush, MPI_Win_fence, MPI_Win_post, MPI_Win_start,
-      MPI_Win_complete, MPI_Win_wait },
-};
+#include "bench_impl.h"
 
 enum { B_PUT, B_GET, B_ACC, B_FOP, B_CAS, B_LOCK_PUT_UNLOCK, B_FENCE, B_PSCW, NBENCH };
 static const char *const bench_name[NBENCH] = {
@@ -93,12 +54,6 @@ static void fail(const char *what, long got, long want)
     fprintf(stderr, "os_microbench: VERIFICATION FAILED: %s: got %ld, expected %ld\n", what, got,
             want);
     MPI_Abort(MPI_COMM_WORLD, 2);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* One timed repetition of `iters` iterations; returns microseconds per iteration. */
@@ -251,8 +206,7 @@ int main(int argc, char **argv)
             }
             MPI_Barrier(MPI_COMM_WORLD);
             verify(b, base, (long)iters * reps);
-            qsort(samples, (size_t)reps, sizeof(double), cmp_double);
-            med[k][b] = samples[reps / 2];
+            med[k][b] = bench_median(samples, reps);
             free(samples);
         }
         m->win_free(&win);

@@ -50,9 +50,9 @@ static bool wanted(const os_win_t *w, const os_rma_op_t *op, const char *taddr,
         return false; /* only naturally aligned power-of-two elements */
     if (w->cfg.acc_coalesce > 0)
         return true;
-    /* automatic: only where each call pays for system calls and the mutex */
-    (void)mode;
-    return w->peers[op->target].access != OS_PEER_DIRECT;
+    /* automatic: where each call pays for system calls or the mutex (the
+     * owner of memory others reach by CMA takes the mutex too) */
+    return w->peers[op->target].access != OS_PEER_DIRECT || mode == OS_ACC_MUTEX;
 }
 
 static os_status_t grow(void **buf, size_t *cap, size_t need, size_t unit)
@@ -117,40 +117,55 @@ static void apply_direct(os_win_t *w, os_acc_batch_t *b, os_acc_mode_t mode)
         OS_STAT(w, ACC_EXCL_ELEMS, b->dlen / e);
 }
 
+/* Slot of the element at addr among the first n distinct ones; linear for
+ * the short batches of lock/unlock epochs, hashed for long ones. */
+static os_status_t find_slot(os_acc_batch_t *b, char *addr, size_t e, size_t *nslots,
+                             uint32_t *slot)
+{
+    uintptr_t s = 0;
+    if (b->n <= 16) {
+        for (size_t i = 0; i < *nslots && !s; i++)
+            if (b->remote[i].iov_base == addr)
+                s = i + 1;
+    } else {
+        s = (uintptr_t)os_hmap_get(&b->slot_of, (uintptr_t)addr);
+    }
+    if (!s) {
+        s = ++*nslots; /* stored +1: the map's empty value is NULL */
+        if (b->n > 16) {
+            os_status_t st = os_hmap_put(&b->slot_of, (uintptr_t)addr, (void *)s);
+            if (st)
+                return st;
+        }
+        b->local[s - 1] = (struct iovec){ b->stage + (s - 1) * e, e };
+        b->remote[s - 1] = (struct iovec){ addr, e };
+    }
+    *slot = (uint32_t)(s - 1);
+    return OS_OK;
+}
+
 /* Memory reached by CMA: read every distinct element once, combine in issue
  * order, write each back once. */
 static os_status_t apply_cma(os_win_t *w, int target, os_acc_batch_t *b)
 {
     const size_t e = b->esize, nel = b->dlen / e;
     const pid_t pid = w->peers[target].pid;
-    os_status_t st = OS_OK;
-    os_hmap_t slot_of = { 0 };
-    uint32_t *slot = malloc(nel * sizeof *slot);
-    struct iovec *local = malloc(nel * sizeof *local), *remote = malloc(nel * sizeof *remote);
-    char *stage = malloc(nel * e);
+    os_status_t st;
     size_t nslots = 0, k = 0;
 
-    if (!slot || !local || !remote || !stage) {
-        st = OS_ERR(OS_ERR_NOMEM, "accumulate batch staging for %zu elements", nel);
-        goto out;
-    }
-    for (size_t i = 0; i < b->n; i++) {
-        for (size_t j = 0; j < b->entries[i].nelems; j++, k++) {
-            char *addr = b->entries[i].taddr + j * e;
-            uintptr_t s = (uintptr_t)os_hmap_get(&slot_of, (uintptr_t)addr);
-            if (!s) {
-                s = ++nslots; /* stored +1: the map's empty value is NULL */
-                if ((st = os_hmap_put(&slot_of, (uintptr_t)addr, (void *)s)))
-                    goto out;
-                local[s - 1] = (struct iovec){ stage + (s - 1) * e, e };
-                remote[s - 1] = (struct iovec){ addr, e };
-            }
-            slot[k] = (uint32_t)(s - 1);
-        }
-    }
+    if ((st = grow((void **)&b->slot, &b->nscratch, nel, sizeof *b->slot)))
+        return st;
+    if ((st = grow((void **)&b->local, &b->nlocal, nel, sizeof *b->local)) ||
+        (st = grow((void **)&b->remote, &b->nremote, nel, sizeof *b->remote)) ||
+        (st = grow((void **)&b->stage, &b->nstage, nel * e, 1)))
+        return st;
+    for (size_t i = 0; i < b->n; i++)
+        for (size_t j = 0; j < b->entries[i].nelems; j++, k++)
+            if ((st = find_slot(b, b->entries[i].taddr + j * e, e, &nslots, &b->slot[k])))
+                goto out;
     for (size_t i = 0; i < nslots && !st; i += OS_CMA_IOV) {
         size_t n = nslots - i < OS_CMA_IOV ? nslots - i : OS_CMA_IOV;
-        st = os_cma_read(pid, local + i, n, remote + i, n);
+        st = os_cma_read(pid, b->local + i, n, b->remote + i, n);
     }
     if (st)
         goto out;
@@ -158,19 +173,17 @@ static os_status_t apply_cma(os_win_t *w, int target, os_acc_batch_t *b)
     for (size_t i = 0; i < b->n; i++) {
         const os_acc_entry_t *x = &b->entries[i];
         for (size_t j = 0; j < x->nelems; j++, k++)
-            os_reduce(x->op, x->basic, e, stage + (size_t)slot[k] * e, b->data + x->data + j * e, 1);
+            os_reduce(x->op, x->basic, e, b->stage + (size_t)b->slot[k] * e,
+                      b->data + x->data + j * e, 1);
     }
     for (size_t i = 0; i < nslots && !st; i += OS_CMA_IOV) {
         size_t n = nslots - i < OS_CMA_IOV ? nslots - i : OS_CMA_IOV;
-        st = os_cma_write(pid, local + i, n, remote + i, n);
+        st = os_cma_write(pid, b->local + i, n, b->remote + i, n);
     }
     OS_STAT(w, FALLBACK_CMA, 1);
 out:
-    os_hmap_destroy(&slot_of);
-    free(slot);
-    free(local);
-    free(remote);
-    free(stage);
+    if (b->n > 16)
+        os_hmap_destroy(&b->slot_of);
     return st;
 }
 
@@ -218,8 +231,13 @@ void os_acc_batches_free(os_win_t *w)
     if (!w->acc_batch)
         return;
     for (int t = 0; t < w->nranks; t++) {
-        free(w->acc_batch[t].entries);
-        free(w->acc_batch[t].data);
+        os_acc_batch_t *b = &w->acc_batch[t];
+        free(b->entries);
+        free(b->data);
+        free(b->slot);
+        free(b->local);
+        free(b->remote);
+        free(b->stage);
     }
     free(w->acc_batch);
     w->acc_batch = NULL;

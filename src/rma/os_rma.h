@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "../../include/onesided.h"
 #include "../transport/shm/os_shm.h"
@@ -128,6 +129,12 @@ typedef struct {
     size_t dlen, dcap;
     size_t esize;    /* element size shared by every entry (slots never overlap partially) */
     uint8_t mode;    /* os_acc_mode_t shared by every entry */
+    /* scratch of the CMA path, kept between batches */
+    uint32_t *slot;         /* per element: its distinct-element slot */
+    struct iovec *local, *remote;
+    char *stage;            /* the distinct elements, read from the target */
+    size_t nscratch, nlocal, nremote, nstage;
+    os_hmap_t slot_of;      /* element address -> slot + 1, long batches only */
 } os_acc_batch_t;
 
 typedef struct os_win {
