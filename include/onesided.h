@@ -82,6 +82,8 @@ typedef enum {
                                          (elements wider than 8 bytes, misaligned, or not mapped) */
     ONESIDED_STAT_FALLBACK_FENCE_DEFERRED, /* operations queued to the closing fence */
     ONESIDED_STAT_FALLBACK_PACKED,  /* accumulates that packed a non-contiguous buffer first */
+    ONESIDED_STAT_ACC_BULK_ELEMS,   /* accumulate elements combined with plain loads and stores by a large accumulate
+                                       that excluded CPU-atomic ones (ONESIDED_ACC_BULK_MIN) */
     ONESIDED_STAT_ACC_COALESCED,    /* accumulates queued for coalescing (ONESIDED_ACC_COALESCE) */
     ONESIDED_STAT_ACC_BATCHES,      /* ... batches in which they were applied */
     ONESIDED_STAT_COUNT

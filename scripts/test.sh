@@ -28,3 +28,18 @@ cmake --build build-tsan --target test_lock test_reduce test_regions
 
 echo "== mpi4py RMA tests with onesided preloaded"
 bash scripts/mpi4py-tests.sh build
+
+echo "== main job, smoke size: every benchmark runs and verifies its results"
+# Timings are not judged here; a failed verification or a missing output is.
+rm -rf build-release/smoke
+bash scripts/bench.sh --smoke --out build-release/smoke
+for f in microbench-allocate.csv microbench-create.csv microbench-create_allocmem.csv \
+         microbench-allocate-busy.csv microbench-create-busy.csv rma_sweep.csv \
+         ghost_exchange.csv randomaccess-allocate.csv randomaccess-create.csv hpcc.csv \
+         summary.csv summary.json randomaccess.png ghost_exchange.png sweep_latency.png \
+         sweep_bandwidth.png microbench.png; do
+    [ -s "build-release/smoke/$f" ] || { echo "main job smoke: missing output $f"; exit 1; }
+done
+grep -q '"failed": \[\]' build-release/smoke/summary.json ||
+    { echo "main job smoke: a benchmark failed"; exit 1; }
+echo "main job smoke: all outputs present, every verification passed"

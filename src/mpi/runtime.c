@@ -113,7 +113,7 @@ const char *onesided_stat_name(int stat)
         "fence_syncs", "pscw_access_epochs", "pscw_exposure_epochs", "lock_shared_epochs",
         "lock_exclusive_epochs", "lock_all_epochs", "lock_acquired", "lock_contended",
         "flushes", "acc_atomic_elems", "acc_exclusive_elems", "fallback_cma",
-        "fallback_acc_mutex", "fallback_fence_deferred", "fallback_packed", "acc_coalesced",
+        "fallback_acc_mutex", "fallback_fence_deferred", "fallback_packed", "acc_bulk_elems", "acc_coalesced",
         "acc_batches",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;

@@ -101,9 +101,11 @@ bool os_acc_coalesce(os_win_t *w, const os_rma_op_t *op, char *taddr, os_status_
 }
 
 /* Mapped memory: each element as os_acc_mode says, the mutex once. */
-static void apply_direct(os_win_t *w, os_acc_batch_t *b, os_acc_mode_t mode)
+static void apply_direct(os_win_t *w, int target, os_acc_batch_t *b, os_acc_mode_t mode)
 {
     const size_t e = b->esize;
+    if (mode == OS_ACC_ATOMIC)
+        os_acc_atomic_enter(w, target);
     for (size_t i = 0; i < b->n; i++) {
         const os_acc_entry_t *x = &b->entries[i];
         if (mode == OS_ACC_ATOMIC)
@@ -111,8 +113,10 @@ static void apply_direct(os_win_t *w, os_acc_batch_t *b, os_acc_mode_t mode)
         else
             os_reduce(x->op, x->basic, e, x->taddr, b->data + x->data, x->nelems);
     }
-    if (mode == OS_ACC_ATOMIC)
+    if (mode == OS_ACC_ATOMIC) {
+        os_acc_atomic_exit(w);
         OS_STAT(w, ACC_ATOMIC_ELEMS, b->dlen / e);
+    }
     else if (mode == OS_ACC_EXCLUSIVE)
         OS_STAT(w, ACC_EXCL_ELEMS, b->dlen / e);
 }
@@ -200,7 +204,7 @@ static os_status_t drain_one(os_win_t *w, int target)
         OS_STAT(w, FALLBACK_ACC_MUTEX, 1);
     }
     if (w->peers[target].access == OS_PEER_DIRECT)
-        apply_direct(w, b, mode);
+        apply_direct(w, target, b, mode);
     else
         st = apply_cma(w, target, b);
     if (mode == OS_ACC_MUTEX)

@@ -254,6 +254,53 @@ os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, cons
     return OS_ACC_ATOMIC;
 }
 
+/* Large accumulates on memory whose elements take CPU atomics ("bulk"):
+ * one lock-prefixed instruction per element runs near 1 GB/s, while plain
+ * vectorized reductions run ten times faster. A bulk accumulate may use plain
+ * loads and stores only while no CPU-atomic accumulate can touch the same
+ * memory, so the two sides do a Dekker handshake with sequentially consistent
+ * accesses: an atomic accumulator raises its own acc_active flag and then
+ * checks the target's acc_bulk flag; a bulk accumulator raises acc_bulk and
+ * then waits until no process's acc_active flag is up. At least one side
+ * sees the other's flag, so they never overlap. Bulk accumulates also hold
+ * the target's accumulate mutex, which orders them among themselves. */
+void os_acc_atomic_enter(os_win_t *w, int target)
+{
+    _Atomic uint64_t *mine = &w->ctl[w->rank].acc_active;
+    _Atomic uint64_t *bulk = &w->ctl[target].acc_bulk;
+    for (;;) {
+        atomic_store_explicit(mine, 1, memory_order_seq_cst);
+        if (!atomic_load_explicit(bulk, memory_order_seq_cst))
+            return;
+        atomic_store_explicit(mine, 0, memory_order_release);
+        os_backoff_t b = OS_BACKOFF_INIT;
+        while (atomic_load_explicit(bulk, memory_order_acquire))
+            os_backoff_wait(&b);
+    }
+}
+
+void os_acc_atomic_exit(os_win_t *w)
+{
+    atomic_store_explicit(&w->ctl[w->rank].acc_active, 0, memory_order_release);
+}
+
+static void acc_bulk_enter(os_win_t *w, int target)
+{
+    os_lock_acquire_excl(&w->ctl[target].acc_mutex, NULL);
+    atomic_store_explicit(&w->ctl[target].acc_bulk, 1, memory_order_seq_cst);
+    for (int r = 0; r < w->nranks; r++) {
+        os_backoff_t b = OS_BACKOFF_INIT;
+        while (atomic_load_explicit(&w->ctl[r].acc_active, memory_order_seq_cst))
+            os_backoff_wait(&b);
+    }
+}
+
+static void acc_bulk_exit(os_win_t *w, int target)
+{
+    atomic_store_explicit(&w->ctl[target].acc_bulk, 0, memory_order_release);
+    os_lock_release_excl(&w->ctl[target].acc_mutex);
+}
+
 /* Accumulate, Get_accumulate and Fetch_and_op. */
 static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
 {
@@ -267,7 +314,9 @@ static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
     char *obuf = NULL, *fbuf = NULL, *tbuf = NULL, *fdata = NULL;
     os_peer_t *p = &w->peers[op->target];
     os_acc_mode_t mode = os_acc_mode(w, op->target, taddr, tt);
-    bool locked = false;
+    const bool bulk = mode == OS_ACC_ATOMIC && w->cfg.acc_bulk_min > 0 &&
+                      bytes >= (size_t)w->cfg.acc_bulk_min;
+    bool locked = false, atomic_entered = false, bulk_entered = false;
 
     if (!bytes)
         return OS_OK;
@@ -293,6 +342,12 @@ static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
         os_lock_acquire_excl(&w->ctl[op->target].acc_mutex, NULL);
         locked = true;
         OS_STAT(w, FALLBACK_ACC_MUTEX, 1);
+    } else if (bulk) {
+        acc_bulk_enter(w, op->target);
+        bulk_entered = true;
+    } else if (mode == OS_ACC_ATOMIC) {
+        os_acc_atomic_enter(w, op->target);
+        atomic_entered = true;
     }
 
     if (p->access == OS_PEER_DIRECT) {
@@ -302,7 +357,7 @@ static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
         size_t len, pos = 0;
         while ((len = os_cursor_next(&tc, SIZE_MAX, &run))) {
             size_t n = len / esize;
-            if (mode == OS_ACC_ATOMIC) {
+            if (mode == OS_ACC_ATOMIC && !bulk) {
                 os_reduce_atomic(rop, basic, esize, run, odata ? odata + pos : NULL,
                                  fetch ? fdata + pos : NULL, n);
             } else {
@@ -313,7 +368,9 @@ static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
             }
             pos += len;
         }
-        if (mode == OS_ACC_ATOMIC)
+        if (bulk)
+            OS_STAT(w, ACC_BULK_ELEMS, bytes / esize);
+        else if (mode == OS_ACC_ATOMIC)
             OS_STAT(w, ACC_ATOMIC_ELEMS, bytes / esize);
         else if (mode == OS_ACC_EXCLUSIVE)
             OS_STAT(w, ACC_EXCL_ELEMS, bytes / esize);
@@ -338,6 +395,10 @@ static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
 out:
     if (locked)
         os_lock_release_excl(&w->ctl[op->target].acc_mutex);
+    if (bulk_entered)
+        acc_bulk_exit(w, op->target);
+    if (atomic_entered)
+        os_acc_atomic_exit(w);
     if (!st && fbuf)
         unpack(op->result, op->rtype, op->rcount, fbuf, bytes);
     free(obuf);
@@ -355,7 +416,9 @@ static os_status_t compare_and_swap(os_win_t *w, const os_rma_op_t *op, char *ta
     char old[64];
 
     if (mode == OS_ACC_ATOMIC) {
+        os_acc_atomic_enter(w, op->target);
         os_cas_atomic(e, taddr, op->compare, op->origin, op->result);
+        os_acc_atomic_exit(w);
         OS_STAT(w, ACC_ATOMIC_ELEMS, 1);
         return OS_OK;
     }

@@ -77,6 +77,12 @@ typedef struct {
      * while a slow one still drains this one. */
     _Alignas(OS_CACHELINE) _Atomic uint64_t fence_expect[2];
     _Atomic uint64_t fence_done[2];
+    /* Bulk accumulates (os_acc_bulk_enter): acc_active is written by this
+     * rank as an origin around each CPU-atomic accumulate, acc_bulk by an
+     * origin running a bulk accumulate on this rank's memory. Separate lines:
+     * the first is written often by its owner, the second read by everyone. */
+    _Alignas(OS_CACHELINE) _Atomic uint64_t acc_active;
+    _Alignas(OS_CACHELINE) _Atomic uint64_t acc_bulk;
     _Alignas(OS_CACHELINE) _Atomic uint64_t pscw_done; /* MPI_Win_complete calls received */
     _Alignas(OS_CACHELINE) _Atomic uint64_t dyn_version; /* seqlock: odd while regions change */
     _Atomic uint64_t dyn_count;
@@ -205,6 +211,10 @@ os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
 
 /* ops.c: the atomicity path of an accumulate on `t` elements at taddr. */
 os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, const os_dtype_t *t);
+
+/* Around CPU-atomic accumulates on `target` (waits while a bulk one runs there). */
+void os_acc_atomic_enter(os_win_t *w, int target);
+void os_acc_atomic_exit(os_win_t *w);
 
 /* coalesce.c */
 /* Queue a small accumulate when the window coalesces it; false = do it now. */

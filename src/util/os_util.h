@@ -89,6 +89,10 @@ void os_log_set_rank(int rank);
     X(acc_coalesce_max, int, "ONESIDED_ACC_COALESCE_MAX", "onesided_acc_coalesce_max", "1024", \
       "Most accumulates coalesced for one target before they are applied (HPCC's look-ahead " \
       "is 1024).")                                                                             \
+    X(acc_bulk_min, int, "ONESIDED_ACC_BULK_MIN", "onesided_acc_bulk_min", "512",             \
+      "Accumulates of at least this many bytes on memory that takes CPU atomics exclude the "  \
+      "atomic ones for a moment and combine with plain vectorized loads and stores (ten "     \
+      "times the bandwidth of one atomic per element); 0 = always one atomic per element.")   \
     X(alloc_mem_shared, int, "ONESIDED_ALLOC_MEM", NULL, "1",                                 \
       "1 = MPI_Alloc_mem returns memory other processes of the node can map, so that "       \
       "MPI_Win_create over it gets load/store and CPU atomics instead of CMA; 0 = the "       \

@@ -96,12 +96,73 @@ static void exclusion(int flavor)
     t_win_free(&t);
 }
 
+/* Large accumulates (plain loads and stores after excluding CPU-atomic ones,
+ * ONESIDED_ACC_BULK_MIN) racing single-element accumulates, fetch_and_op and
+ * compare_and_swap on the same words: every update must land exactly once. */
+enum { BULK_N = 512, BULK_ROUNDS = 60 };
+static void bulk_mixed(int flavor)
+{
+    t_win_t t = t_win_make(flavor, BULK_N * 8, MPI_INFO_NULL);
+    const int root = 0;
+    int64_t *ones = malloc(BULK_N * sizeof *ones), one = 1, old, cas_seen = 0, got;
+    for (int i = 0; i < BULK_N; i++)
+        ones[i] = 1;
+    MPI_Win_lock_all(0, t.win);
+    for (int r = 0; r < BULK_ROUNDS; r++) {
+        if ((r + t_rank) % 2) {
+            MPI_Accumulate(ones, BULK_N, MPI_INT64_T, root, t_disp(&t, root, 0), BULK_N,
+                           MPI_INT64_T, MPI_SUM, t.win);
+        } else {
+            for (int i = 0; i < BULK_N; i += 7) {
+                if (i % 3 == 0)
+                    MPI_Accumulate(&one, 1, MPI_INT64_T, root, t_disp(&t, root, 8 * i), 1,
+                                   MPI_INT64_T, MPI_SUM, t.win);
+                else
+                    MPI_Fetch_and_op(&one, &old, MPI_INT64_T, root, t_disp(&t, root, 8 * i),
+                                     MPI_SUM, t.win);
+            }
+            /* One compare-and-swap increment on the last word. */
+            MPI_Fetch_and_op(NULL, &cas_seen, MPI_INT64_T, root, t_disp(&t, root, 8 * (BULK_N - 1)),
+                             MPI_NO_OP, t.win);
+            MPI_Win_flush(root, t.win);
+            for (;;) {
+                int64_t want = cas_seen + 1;
+                MPI_Compare_and_swap(&want, &cas_seen, &got, MPI_INT64_T, root,
+                                     t_disp(&t, root, 8 * (BULK_N - 1)), t.win);
+                MPI_Win_flush(root, t.win);
+                if (got == cas_seen)
+                    break;
+                cas_seen = got;
+            }
+        }
+        MPI_Win_flush(root, t.win);
+    }
+    MPI_Win_unlock_all(t.win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == root) {
+        /* Per rank: BULK_ROUNDS/2 bulk rounds (+1 on every word) and as many
+         * small rounds (+1 on every 7th word, +1 by CAS on the last word). */
+        int bad = 0;
+        for (int i = 0; i < BULK_N; i++) {
+            long want = (long)t_size * (BULK_ROUNDS / 2) * (1 + (i % 7 == 0) + (i == BULK_N - 1));
+            int64_t v;
+            memcpy(&v, t.base + 8 * i, 8);
+            bad += v != want;
+        }
+        CHECK(!bad, "%s: %d of %d words wrong after bulk and atomic accumulates raced",
+              flavor_name[flavor], bad, BULK_N);
+    }
+    free(ones);
+    t_win_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     for (int f = 0; f < F_COUNT; f++) {
         totals(f);
         exclusion(f);
+        bulk_mixed(f);
     }
     return t_finish("test_concurrency");
 }

@@ -1,0 +1,382 @@
+#!/usr/bin/env python3
+"""The main job: every benchmark, native host-MPI RMA against onesided.
+
+    python3 bench/run_all.py [--out DIR] [--smoke] [--np N] [--log2-local K]
+                             [--reps R] [--no-hpcc] [--build DIR]
+
+Runs, with a progress line each:
+  microbench     8-byte latency per operation (3 ways of getting window memory,
+                 and with a target that computes between MPI calls)
+  rma_sweep      latency and bandwidth, 8 B to 1 MB, every operation x sync mode
+  ghost_exchange paper 003's Table 1: one-sided time / point-to-point time
+  randomaccess   paper 001's variants (GMP, ACC, ACC_AGG, DIRECT_ACC, ...) with
+                 MPI_Win_allocate and MPI_Win_create memory
+  hpcc           Debian's hpcc (HPCC's own MPIRandomAccess), same machine, same run
+
+Every benchmark verifies its own results and exits non-zero on a wrong value;
+this runner then stops with a loud FAILED line and a non-zero status. Outputs,
+all under --out: one CSV and one log per benchmark, summary.json, summary.csv
+and PNG figures (matplotlib).
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+class Runner:
+    def __init__(self, args):
+        self.a = args
+        self.out = os.path.abspath(args.out)
+        self.bin = os.path.join(os.path.abspath(args.build), "bench")
+        self.steps = []
+        self.failed = []
+
+    def mpiexec(self, np, prog, *argv):
+        return ["mpiexec.mpich", "-n", str(np), os.path.join(self.bin, prog)] + [str(x) for x in argv]
+
+    def run(self, idx, total, name, cmd, env=None, cwd=None):
+        log(f"[{idx}/{total}] {name}: {' '.join(os.path.basename(c) if c.startswith('/') else c for c in cmd)}")
+        t0 = time.time()
+        logpath = os.path.join(self.out, f"{name}.log")
+        e = dict(os.environ)
+        e.update(env or {})
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env=e, cwd=cwd, timeout=self.a.timeout)
+        with open(logpath, "w") as f:
+            f.write(p.stdout)
+        if p.returncode != 0:
+            log(p.stdout[-3000:])
+            log(f"FAILED: {name} exited with status {p.returncode} (log: {logpath})")
+            self.failed.append(name)
+            return None
+        for line in p.stdout.splitlines():
+            log("    " + line)
+        log(f"    ({time.time() - t0:.1f} s)")
+        return p.stdout
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def hpcc_input(n, np):
+    """hpccinf.txt from Debian's example: problem size n, a 1 x np grid."""
+    src = "/usr/share/doc/hpcc/examples/_hpccinf.txt"
+    lines = open(src).read().splitlines()
+    lines[5] = f"{n}         Ns"
+    lines[10] = "1            Ps"
+    lines[11] = f"{np}            Qs"
+    return "\n".join(lines) + "\n"
+
+
+def run_hpcc(r, idx, total, np, log2_local):
+    """HPCC sizes the RandomAccess table from the HPL problem size: the largest
+    power of two not above N^2 words in all. Pick N so that it matches ours."""
+    if not shutil.which("hpcc") or not shutil.which("mpirun.openmpi"):
+        log(f"[{idx}/{total}] hpcc: not installed (apt-get install hpcc); skipped")
+        return None
+    n = math.isqrt((1 << log2_local) * np) + 1
+    d = tempfile.mkdtemp(prefix="onesided-hpcc-")
+    with open(os.path.join(d, "hpccinf.txt"), "w") as f:
+        f.write(hpcc_input(n, np))
+    cmd = ["mpirun.openmpi", "--oversubscribe", "-np", str(np), "hpcc"]
+    env = {}
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+        env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    if r.run(idx, total, "hpcc", cmd, env=env, cwd=d) is None:
+        return None
+    text = open(os.path.join(d, "hpccoutf.txt")).read()
+    shutil.copy(os.path.join(d, "hpccoutf.txt"), os.path.join(r.out, "hpccoutf.txt"))
+    kv = dict(re.findall(r"^(MPIRandomAccess\w*)=(\S+)", text, re.M))
+    m = re.search(r"PE Main table size = 2\^(\d+)", text)
+    res = {
+        "gups": float(kv["MPIRandomAccess_GUPs"]),
+        "errors_fraction": float(kv["MPIRandomAccess_ErrorsFraction"]),
+        "log2_local": int(m.group(1)) if m else None,
+        "np": np,
+        "hpl_n": n,
+    }
+    log(f"    HPCC MPIRandomAccess (Open MPI, two-sided): {res['gups']:.6f} GUP/s, "
+        f"table 2^{res['log2_local']} words per process, error fraction {res['errors_fraction']}")
+    if res["errors_fraction"] > 0.01:
+        log("FAILED: hpcc's MPIRandomAccess verification failed")
+        r.failed.append("hpcc")
+    with open(os.path.join(r.out, "hpcc.csv"), "w") as f:
+        w = csv.DictWriter(f, fieldnames=list(res))
+        w.writeheader()
+        w.writerow(res)
+    shutil.rmtree(d, ignore_errors=True)
+    return res
+
+
+# ------------------------------------------------------------------ figures
+
+def plots(out, data):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib is missing: no figures (pip install matplotlib)")
+        return []
+    made = []
+    colors = {"native": "#c44e52", "onesided": "#4c72b0"}
+
+    if data.get("randomaccess"):
+        flavors = sorted({row["flavor"] for row in data["randomaccess"]})
+        fig, axes = plt.subplots(1, len(flavors), figsize=(6.5 * len(flavors), 4.8), squeeze=False)
+        for ax, fl in zip(axes[0], flavors):
+            rows = [x for x in data["randomaccess"] if x["flavor"] == fl]
+            variants = [v for v in dict.fromkeys(x["variant"] for x in rows) if v != "two_sided"]
+            xs = range(len(variants))
+            for k, impl in enumerate(["native", "onesided"]):
+                ys = [next((float(x["gups"]) for x in rows if x["variant"] == v and x["impl"] == impl), 0)
+                      for v in variants]
+                ax.bar([i + (k - 0.5) * 0.38 for i in xs], ys, 0.38, label=f"{impl} RMA",
+                       color=colors[impl])
+            two = [float(x["gups"]) for x in rows if x["variant"] == "two_sided"]
+            if two:
+                ax.axhline(two[0], color="gray", ls="--", lw=1, label="two-sided (MPICH)")
+            if data.get("hpcc"):
+                ax.axhline(data["hpcc"]["gups"], color="black", ls=":", lw=1.2,
+                           label="hpcc MPIRandomAccess (Open MPI)")
+            ax.set_xticks(list(xs))
+            ax.set_xticklabels(variants, rotation=25, ha="right")
+            ax.set_yscale("log")
+            ax.set_ylabel("GUP/s (log scale, higher is better)")
+            ax.set_title(f"RandomAccess, window by {'MPI_Win_create(malloc)' if fl == 'create' else 'MPI_Win_allocate'}")
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
+        fig.tight_layout()
+        p = os.path.join(out, "randomaccess.png")
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        made.append(p)
+
+    if data.get("ghost_exchange"):
+        rows = data["ghost_exchange"]
+        fig, ax = plt.subplots(figsize=(7, 4.8))
+        styles = {"fence": "o", "pscw": "s", "lock": "^"}
+        for impl in ["native", "onesided"]:
+            for v in ["fence", "pscw", "lock"]:
+                pts = sorted((int(x["size"]), float(x["ratio_to_p2p"])) for x in rows
+                             if x["impl"] == impl and x["version"] == v)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=styles[v],
+                            ls="-" if impl == "onesided" else "--", color=colors[impl],
+                            label=f"{impl} {v}")
+        ax.axhline(1.0, color="gray", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("one-sided time / point-to-point time")
+        ax.set_title("Ghost-area exchange (paper 003, Table 1): below 1 beats isend/irecv")
+        ax.legend(fontsize=8, ncol=2)
+        fig.tight_layout()
+        p = os.path.join(out, "ghost_exchange.png")
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        made.append(p)
+
+    if data.get("rma_sweep"):
+        rows = data["rma_sweep"]
+        for metric, ylabel, fname in [("latency_us", "latency (µs, lower is better)", "sweep_latency.png"),
+                                      ("bandwidth_MBps", "bandwidth (MB/s, higher is better)", "sweep_bandwidth.png")]:
+            ops = [o for o in ["put", "get", "accumulate"] if any(x["op"] == o for x in rows)]
+            fig, axes = plt.subplots(1, len(ops), figsize=(5.2 * len(ops), 4.4), squeeze=False)
+            for ax, op in zip(axes[0], ops):
+                for s, mk in zip(["flush", "lock", "fence", "pscw"], "os^D"):
+                    pts = sorted((int(x["bytes"]), float(x["native"]), float(x["onesided"]))
+                                 for x in rows if x["op"] == op and x["sync"] == s and x["metric"] == metric)
+                    if not pts:
+                        continue
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], ls="--", marker=mk,
+                            color=colors["native"], alpha=0.7, label=f"native {s}")
+                    ax.plot([p[0] for p in pts], [p[2] for p in pts], ls="-", marker=mk,
+                            color=colors["onesided"], alpha=0.9, label=f"onesided {s}")
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+                ax.set_xlabel("bytes per operation")
+                ax.set_ylabel(ylabel)
+                ax.set_title(op)
+                ax.legend(fontsize=7, ncol=2)
+            fig.tight_layout()
+            p = os.path.join(out, fname)
+            fig.savefig(p, dpi=110)
+            plt.close(fig)
+            made.append(p)
+
+    if data.get("microbench"):
+        rows = [x for x in data["microbench"] if x["flavor"] == "allocate"]
+        if rows:
+            fig, ax = plt.subplots(figsize=(8, 4.4))
+            xs = range(len(rows))
+            for k, impl in enumerate(["native", "onesided"]):
+                ax.bar([i + (k - 0.5) * 0.38 for i in xs], [float(x[f"{impl}_us"]) for x in rows],
+                       0.38, color=colors[impl], label=impl)
+            ax.set_xticks(list(xs))
+            ax.set_xticklabels([x["benchmark"] for x in rows], rotation=25, ha="right")
+            ax.set_ylabel("8-byte latency (µs, lower is better)")
+            ax.set_title("One-sided operations on MPI_Win_allocate memory, 2 processes")
+            ax.legend()
+            fig.tight_layout()
+            p = os.path.join(out, "microbench.png")
+            fig.savefig(p, dpi=110)
+            plt.close(fig)
+            made.append(p)
+    return made
+
+
+# ------------------------------------------------------------------ summary
+
+def summarize(data):
+    """Rows of (benchmark, case, native, onesided, unit, ratio, better)."""
+    rows = []
+    for x in data.get("microbench", []):
+        if x["flavor"] in ("allocate", "create", "allocate-busy"):
+            rows.append((f"microbench ({x['flavor']})", x["benchmark"], float(x["native_us"]),
+                         float(x["onesided_us"]), "us", "lower"))
+    sweep = data.get("rma_sweep", [])
+    for op in ["put", "get", "accumulate", "fetch_and_op", "compare_and_swap"]:
+        for s in ["flush", "lock", "fence", "pscw"]:
+            lat = [x for x in sweep if x["op"] == op and x["sync"] == s and x["metric"] == "latency_us"]
+            bw = [x for x in sweep if x["op"] == op and x["sync"] == s and x["metric"] == "bandwidth_MBps"]
+            if lat:
+                x = lat[0]
+                rows.append(("rma_sweep latency", f"{op}/{s} {x['bytes']} B", float(x["native"]),
+                             float(x["onesided"]), "us", "lower"))
+            if bw and len(bw) > 1:
+                x = bw[-1]
+                rows.append(("rma_sweep bandwidth", f"{op}/{s} {x['bytes']} B", float(x["native"]),
+                             float(x["onesided"]), "MB/s", "higher"))
+    ge = data.get("ghost_exchange", [])
+    sizes = sorted({int(x["size"]) for x in ge})
+    for size in (sizes[:1] + sizes[-1:]) if sizes else []:
+        for v in ["fence", "pscw", "lock"]:
+            nat = [float(x["ratio_to_p2p"]) for x in ge if int(x["size"]) == size and x["impl"] == "native" and x["version"] == v]
+            one = [float(x["ratio_to_p2p"]) for x in ge if int(x["size"]) == size and x["impl"] == "onesided" and x["version"] == v]
+            if nat and one:
+                rows.append(("ghost_exchange (time / p2p)", f"{v} {size} B", nat[0], one[0], "x p2p", "lower"))
+    ra = data.get("randomaccess", [])
+    for fl in sorted({x["flavor"] for x in ra}):
+        for v in dict.fromkeys(x["variant"] for x in ra if x["flavor"] == fl):
+            nat = [float(x["gups"]) for x in ra if x["flavor"] == fl and x["variant"] == v and x["impl"] == "native"]
+            one = [float(x["gups"]) for x in ra if x["flavor"] == fl and x["variant"] == v and x["impl"] == "onesided"]
+            if nat and one:
+                rows.append((f"randomaccess ({fl})", v, nat[0], one[0], "GUP/s", "higher"))
+    return rows
+
+
+def references(data):
+    """Reference rows with no onesided counterpart: two-sided codes."""
+    refs = []
+    for x in data.get("randomaccess", []):
+        if x["variant"] == "two_sided" and x["flavor"] == "allocate":
+            refs.append(("randomaccess two-sided", "alltoallv buckets (MPICH)", float(x["gups"])))
+    if data.get("hpcc"):
+        h = data["hpcc"]
+        refs.append(("hpcc MPIRandomAccess (Open MPI)", f"table 2^{h['log2_local']}/process", h["gups"]))
+    return refs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(ROOT, "results"))
+    ap.add_argument("--build", default=os.path.join(ROOT, "build-release"))
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks that everything runs and verifies")
+    ap.add_argument("--np", type=int, default=2, help="processes for ghost_exchange, randomaccess and hpcc")
+    ap.add_argument("--log2-local", type=int, default=None, help="RandomAccess table: 2^K words per process")
+    ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--no-hpcc", action="store_true")
+    ap.add_argument("--timeout", type=int, default=3600)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    r = Runner(a)
+    smoke = a.smoke
+    reps = a.reps or (2 if smoke else 5)
+    k = a.log2_local or (12 if smoke else 18)
+    scale = 0.05 if smoke else 1.0
+
+    steps = []
+    for fl in ["allocate", "create_allocmem", "create"]:
+        steps.append((f"microbench-{fl}", r.mpiexec(2, "os_microbench", "--flavor", fl,
+                      "--iters", 200 if smoke else 2000, "--reps", reps + 2,
+                      "--csv", os.path.join(a.out, f"microbench-{fl}.csv")), fl))
+    for fl in ["allocate", "create"]:
+        steps.append((f"microbench-{fl}-busy", r.mpiexec(2, "os_microbench", "--flavor", fl,
+                      "--busy-target", 100, "--iters", 50 if smoke else 500, "--reps", reps,
+                      "--csv", os.path.join(a.out, f"microbench-{fl}-busy.csv")), f"{fl}-busy"))
+    steps.append(("rma_sweep", r.mpiexec(2, "rma_sweep", "--reps", reps, "--scale", scale,
+                  "--max-size", 32768 if smoke else 1 << 20, "--csv", os.path.join(a.out, "rma_sweep.csv")), None))
+    steps.append(("ghost_exchange", r.mpiexec(a.np, "ghost_exchange", "--reps", reps, "--scale", scale,
+                  *(["--sizes", "16,1024,65536"] if smoke else []),
+                  "--csv", os.path.join(a.out, "ghost_exchange.csv")), None))
+    for fl in ["allocate", "create"]:
+        steps.append((f"randomaccess-{fl}", r.mpiexec(a.np, "randomaccess", "--log2-local", k, "--flavor", fl,
+                      "--csv", os.path.join(a.out, f"randomaccess-{fl}.csv")), fl))
+    total = len(steps) + (0 if a.no_hpcc else 1)
+
+    data = {"microbench": [], "randomaccess": []}
+    for i, (name, cmd, tag) in enumerate(steps, 1):
+        if r.run(i, total, name, cmd) is None:
+            continue
+        path = cmd[cmd.index("--csv") + 1]
+        rows = read_csv(path)
+        if name.startswith("microbench"):
+            for x in rows:
+                x["flavor"] = tag
+            data["microbench"] += rows
+        elif name.startswith("randomaccess"):
+            data["randomaccess"] += rows
+        else:
+            data[name] = rows
+    if not a.no_hpcc:
+        data["hpcc"] = run_hpcc(r, total, total, a.np, k)
+
+    summary = summarize(data)
+    log("\n== Summary: native MPICH RMA vs onesided, same processes, same run")
+    log(f"{'benchmark':32s} {'case':30s} {'native':>12s} {'onesided':>12s} {'unit':>7s} {'ratio':>8s}")
+    out_rows = []
+    for bench, case, nat, one, unit, better in summary:
+        ratio = one / nat if nat else float("nan")
+        log(f"{bench:32s} {case:30s} {nat:12.4g} {one:12.4g} {unit:>7s} {ratio:8.3f}")
+        out_rows.append({"benchmark": bench, "case": case, "native": nat, "onesided": one,
+                         "unit": unit, "ratio": ratio, "better": better})
+    for bench, case, gups in references(data):
+        log(f"{bench:32s} {case:30s} {gups:12.4g} {'':>12s} {'GUP/s':>7s}   (reference)")
+        out_rows.append({"benchmark": bench, "case": case, "native": gups, "onesided": None,
+                         "unit": "GUP/s", "ratio": None, "better": "higher"})
+    log("ratio = onesided / native: below 1 is better for us, µs and x p2p; above 1 is better for GUP/s, MB/s")
+    with open(os.path.join(a.out, "summary.csv"), "w") as f:
+        w = csv.DictWriter(f, fieldnames=["benchmark", "case", "native", "onesided", "unit", "ratio", "better"])
+        w.writeheader()
+        w.writerows(out_rows)
+    with open(os.path.join(a.out, "summary.json"), "w") as f:
+        json.dump({"config": {"smoke": smoke, "np": a.np, "log2_local": k, "reps": reps},
+                   "summary": out_rows, "hpcc": data.get("hpcc"), "failed": r.failed}, f, indent=1)
+    figs = plots(a.out, data)
+    for p in figs:
+        log(f"figure: {p}")
+    log(f"results: {a.out}")
+    if r.failed:
+        log(f"FAILED: {', '.join(r.failed)}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
