@@ -138,6 +138,13 @@ def plots(out, data):
     made = []
     colors = {"native": "#c44e52", "onesided": "#4c72b0"}
 
+    def save(fig, name):
+        fig.tight_layout()
+        path = os.path.join(out, name)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
+
     if data.get("randomaccess"):
         flavors = sorted({row["flavor"] for row in data["randomaccess"]})
         fig, axes = plt.subplots(1, len(flavors), figsize=(6.5 * len(flavors), 4.8), squeeze=False)
@@ -162,11 +169,7 @@ def plots(out, data):
             ax.set_ylabel("GUP/s (log scale, higher is better)")
             ax.set_title(f"RandomAccess, window by {'MPI_Win_create(malloc)' if fl == 'create' else 'MPI_Win_allocate'}")
             ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
-        fig.tight_layout()
-        p = os.path.join(out, "randomaccess.png")
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        made.append(p)
+        save(fig, "randomaccess.png")
 
     if data.get("ghost_exchange"):
         rows = data["ghost_exchange"]
@@ -187,11 +190,7 @@ def plots(out, data):
         ax.set_ylabel("one-sided time / point-to-point time")
         ax.set_title("Ghost-area exchange (paper 003, Table 1): below 1 beats isend/irecv")
         ax.legend(fontsize=8, ncol=2)
-        fig.tight_layout()
-        p = os.path.join(out, "ghost_exchange.png")
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        made.append(p)
+        save(fig, "ghost_exchange.png")
 
     if data.get("rma_sweep"):
         rows = data["rma_sweep"]
@@ -215,11 +214,7 @@ def plots(out, data):
                 ax.set_ylabel(ylabel)
                 ax.set_title(op)
                 ax.legend(fontsize=7, ncol=2)
-            fig.tight_layout()
-            p = os.path.join(out, fname)
-            fig.savefig(p, dpi=110)
-            plt.close(fig)
-            made.append(p)
+            save(fig, fname)
 
     if data.get("microbench"):
         rows = [x for x in data["microbench"] if x["flavor"] == "allocate"]
@@ -234,11 +229,7 @@ def plots(out, data):
             ax.set_ylabel("8-byte latency (µs, lower is better)")
             ax.set_title("One-sided operations on MPI_Win_allocate memory, 2 processes")
             ax.legend()
-            fig.tight_layout()
-            p = os.path.join(out, "microbench.png")
-            fig.savefig(p, dpi=110)
-            plt.close(fig)
-            made.append(p)
+            save(fig, "microbench.png")
     return made
 
 
