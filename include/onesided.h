@@ -86,6 +86,13 @@ typedef enum {
                                        that excluded CPU-atomic ones (ONESIDED_ACC_BULK_MIN) */
     ONESIDED_STAT_ACC_COALESCED,    /* accumulates queued for coalescing (ONESIDED_ACC_COALESCE) */
     ONESIDED_STAT_ACC_BATCHES,      /* ... batches in which they were applied */
+    ONESIDED_STAT_REMOTE_RDMA,      /* puts and gets to another node done by RDMA (UCX) */
+    ONESIDED_STAT_FALLBACK_AM,      /* operations to another node carried out by the target on
+                                       request (active message): accumulates, dynamic windows */
+    ONESIDED_STAT_LOCK_MANAGER,     /* lock requests sent to another node's lock manager */
+    ONESIDED_STAT_AM_SERVED,        /* requests of other nodes this process served as a target */
+    ONESIDED_STAT_AM_SERVED_THREAD, /* ... of which its progress thread served */
+    ONESIDED_STAT_AM_DEFERRED,      /* ... of which had to wait for a local lock and were retried */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -26,7 +26,80 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
     (void)val;
     (void)extra;
     os_mpi_stats_report();
+    if (os_ucx_active()) {
+        /* Close the network together: nothing of ours may be in flight when
+         * endpoints close, and a close completes only when the peer answers,
+         * so every process keeps progressing until all have finished. */
+        MPI_Request req;
+        int flag = 0;
+        bool mine_done = false, entered = false;
+        os_ucx_quiesce();
+        PMPI_Barrier(MPI_COMM_WORLD);
+        os_ucx_close_start();
+        while (!flag) {
+            if (!mine_done)
+                mine_done = os_ucx_progress_closing();
+            else
+                (void)os_ucx_progress_closing();
+            if (mine_done && !entered) {
+                PMPI_Ibarrier(MPI_COMM_WORLD, &req);
+                entered = true;
+            }
+            if (entered)
+                PMPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        }
+        os_ucx_finalize();
+    }
     return MPI_SUCCESS;
+}
+
+/* The network transport, when MPI_COMM_WORLD spans several (real or
+ * virtual) nodes: one UCX worker per process, addresses exchanged here. A
+ * failure is logged; windows spanning nodes then report it when created. */
+static void start_network(void)
+{
+    int wsize, nsize, spans = 0;
+    MPI_Comm node = os_node_comm(MPI_COMM_WORLD, os_config.node_size);
+    PMPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    PMPI_Comm_size(node, &nsize);
+    PMPI_Comm_free(&node);
+    spans = nsize < wsize;
+    PMPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+    if (!spans)
+        return;
+    void *addr = NULL;
+    size_t len = 0;
+    int ok = os_ucx_init(&addr, &len) == OS_OK, all_ok;
+    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!all_ok) {
+        os_log(1, "the UCX transport did not start everywhere: windows spanning nodes will "
+                  "be refused");
+        if (ok)
+            os_ucx_finalize();
+        free(addr);
+        return;
+    }
+    int mylen = (int)len, *lens = malloc(sizeof(int) * (size_t)wsize);
+    int *displs = malloc(sizeof(int) * (size_t)wsize);
+    size_t *off = malloc(sizeof(size_t) * (size_t)wsize), *sz = malloc(sizeof(size_t) * (size_t)wsize);
+    PMPI_Allgather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, MPI_COMM_WORLD);
+    int total = 0;
+    for (int r = 0; r < wsize; r++) {
+        displs[r] = total;
+        off[r] = (size_t)total;
+        sz[r] = (size_t)lens[r];
+        total += lens[r];
+    }
+    char *all = malloc((size_t)total);
+    PMPI_Allgatherv(addr, mylen, MPI_BYTE, all, lens, displs, MPI_BYTE, MPI_COMM_WORLD);
+    if (os_ucx_set_peers(wsize, all, off, sz) || os_remote_init())
+        os_log(1, "the UCX transport could not be set up");
+    free(all);
+    free(lens);
+    free(displs);
+    free(off);
+    free(sz);
+    free(addr);
 }
 
 static int auto_spin_limit(void)
@@ -57,6 +130,7 @@ void os_mpi_init(void)
     os_spin_limit = os_config.spin_count >= 0 ? os_config.spin_count : auto_spin_limit();
     os_cma_enable();
     os_mpi_dtype_init();
+    start_network();
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &keyval, NULL);
     PMPI_Comm_set_attr(MPI_COMM_SELF, keyval, NULL);
     if (os_config.help && rank == 0)
@@ -114,7 +188,8 @@ const char *onesided_stat_name(int stat)
         "lock_exclusive_epochs", "lock_all_epochs", "lock_acquired", "lock_contended",
         "flushes", "acc_atomic_elems", "acc_exclusive_elems", "fallback_cma",
         "fallback_acc_mutex", "fallback_fence_deferred", "fallback_packed", "acc_bulk_elems", "acc_coalesced",
-        "acc_batches",
+        "acc_batches", "remote_rdma", "fallback_am", "lock_manager", "am_served",
+        "am_served_by_thread", "am_deferred",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }
@@ -124,6 +199,7 @@ int onesided_win_get_stats(MPI_Win win, onesided_win_stats_t *stats)
     os_win_t *w = os_mpi_win(win);
     if (!w)
         return MPI_ERR_WIN;
+    os_remote_stats_sync(w);
     *stats = w->stats;
     return MPI_SUCCESS;
 }
@@ -171,6 +247,7 @@ void os_mpi_stats_collect(os_win_t *w, MPI_Win handle)
     char name[MPI_MAX_OBJECT_NAME] = "";
     int len = 0;
     PMPI_Win_get_name(handle, name, &len);
+    os_remote_stats_sync(w);
     PMPI_Reduce(w->stats.counter, sum, ONESIDED_STAT_COUNT, MPI_UINT64_T, MPI_SUM, 0, w->comm);
     if (os_config.stats >= 2) {
         /* One line per rank, gathered so that rank 0 prints them in order. */

@@ -33,6 +33,9 @@ static os_status_t read_info(MPI_Info info, os_config_t *cfg, bool *noncontig, M
         st = os_config_apply_info(cfg, key, val);
         if (!strcmp(key, "alloc_shared_noncontig"))
             *noncontig = !strcmp(val, "true");
+        /* Paper 003: a window that will not be locked needs no progress thread. */
+        if (!strcmp(key, "no_locks") && !strcmp(val, "true"))
+            cfg->progress = 0;
         for (size_t k = 0; k < sizeof standard_keys / sizeof standard_keys[0]; k++)
             if (!strcmp(key, standard_keys[k]))
                 PMPI_Info_set(*kept, key, val);

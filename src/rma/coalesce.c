@@ -23,7 +23,7 @@
  *
  * The gain is on paths with a per-call cost: memory reached by CMA (two system
  * calls and the mutex per accumulate become two system calls per 1024
- * elements). On mapped memory an uncoalesced accumulate is one CPU atomic, so
+ * elements), and targets on another node (one message per batch). On mapped memory an uncoalesced accumulate is one CPU atomic, so
  * the automatic setting leaves it alone.
  */
 #include "os_rma.h"
@@ -45,6 +45,10 @@ static bool wanted(const os_win_t *w, const os_rma_op_t *op, const char *taddr,
     if (w->access != OS_ACCESS_LOCK && w->access != OS_ACCESS_LOCK_ALL)
         return false;
     if (!bytes || bytes > OS_COALESCE_MAX_BYTES || !e || !tt->contig || !ot->contig)
+        return false;
+    /* Another node's dynamic window checks each address itself: errors must
+     * reach the erroneous call, so those go one by one. */
+    if (w->peers[op->target].access == OS_PEER_REMOTE && w->flavor == OS_FLAVOR_DYNAMIC)
         return false;
     if ((uintptr_t)(taddr + tt->blocks[0].disp) & (e - 1) || (e & (e - 1)))
         return false; /* only naturally aligned power-of-two elements */
@@ -197,6 +201,15 @@ static os_status_t drain_one(os_win_t *w, int target)
     os_status_t st = OS_OK;
     if (!b->n)
         return OS_OK;
+    if (w->peers[target].access == OS_PEER_REMOTE) {
+        /* Another node: one request per run of entries with the same op and
+         * type; the target applies them in order, on its own path. */
+        st = os_remote_acc_batch(w, target, b);
+        OS_STAT(w, ACC_BATCHES, 1);
+        b->n = 0;
+        b->dlen = 0;
+        return st;
+    }
     /* Entries of one batch share their path (a differing one drains first). */
     os_acc_mode_t mode = (os_acc_mode_t)b->mode;
     if (mode == OS_ACC_MUTEX) {

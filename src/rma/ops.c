@@ -13,7 +13,7 @@ static const char *const kind_name[] = { "MPI_Put", "MPI_Get", "MPI_Accumulate",
 /* ----------------------------------------------------------------- checks */
 
 /* Find the attached region of `target` that holds [addr, addr+len). */
-static bool dyn_find(os_win_t *w, int target, uint64_t addr, uint64_t len)
+bool os_dyn_find(os_win_t *w, int target, uint64_t addr, uint64_t len)
 {
     os_rank_ctl_t *c = &w->ctl[target];
     const os_region_t *tab = &w->regions[(size_t)target * (size_t)w->max_regions];
@@ -50,8 +50,11 @@ static os_status_t target_range(os_win_t *w, const os_rma_op_t *op, char **taddr
         *taddr = (char *)(uintptr_t)addr;
         if (hi == lo)
             return OS_OK;
+        /* Another node's region table is not here: that target checks. */
+        if (p->access == OS_PEER_REMOTE)
+            return OS_OK;
         if ((lo < 0 && (uint64_t)-lo > addr) ||
-            !dyn_find(w, op->target, addr + (uint64_t)lo, (uint64_t)(hi - lo)))
+            !os_dyn_find(w, op->target, addr + (uint64_t)lo, (uint64_t)(hi - lo)))
             return OS_ERR(OS_ERR_RANGE, "%s: target address 0x%lx%+ld..%+ld of rank %d is not "
                           "in memory attached to the dynamic window", kind_name[op->kind],
                           (unsigned long)addr, (long)lo, (long)hi, op->target);
@@ -259,29 +262,36 @@ os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, cons
  * vectorized reductions run ten times faster. A bulk accumulate may use plain
  * loads and stores only while no CPU-atomic accumulate can touch the same
  * memory, so the two sides do a Dekker handshake with sequentially consistent
- * accesses: an atomic accumulator raises its own acc_active flag and then
+ * accesses: an atomic accumulator raises its own acc_active count and then
  * checks the target's acc_bulk flag; a bulk accumulator raises acc_bulk and
- * then waits until no process's acc_active flag is up. At least one side
+ * then waits until every process's acc_active count is zero. At least one side
  * sees the other's flag, so they never overlap. Bulk accumulates also hold
  * the target's accumulate mutex, which orders them among themselves. */
-void os_acc_atomic_enter(os_win_t *w, int target)
+/* acc_active counts this process's CPU-atomic accumulates in flight: two
+ * threads of one process (the application's and the progress thread serving
+ * remote origins) may both be inside one. */
+bool os_acc_atomic_try_enter(os_win_t *w, int target)
 {
     _Atomic uint64_t *mine = &w->ctl[w->rank].acc_active;
-    _Atomic uint64_t *bulk = &w->ctl[target].acc_bulk;
-    for (;;) {
-        atomic_store_explicit(mine, 1, memory_order_seq_cst);
-        if (!atomic_load_explicit(bulk, memory_order_seq_cst))
-            return;
-        atomic_store_explicit(mine, 0, memory_order_release);
+    atomic_fetch_add_explicit(mine, 1, memory_order_seq_cst);
+    if (!atomic_load_explicit(&w->ctl[target].acc_bulk, memory_order_seq_cst))
+        return true;
+    atomic_fetch_sub_explicit(mine, 1, memory_order_release);
+    return false;
+}
+
+void os_acc_atomic_enter(os_win_t *w, int target)
+{
+    while (!os_acc_atomic_try_enter(w, target)) {
         os_backoff_t b = OS_BACKOFF_INIT;
-        while (atomic_load_explicit(bulk, memory_order_acquire))
+        while (atomic_load_explicit(&w->ctl[target].acc_bulk, memory_order_acquire))
             os_backoff_wait(&b);
     }
 }
 
 void os_acc_atomic_exit(os_win_t *w)
 {
-    atomic_store_explicit(&w->ctl[w->rank].acc_active, 0, memory_order_release);
+    atomic_fetch_sub_explicit(&w->ctl[w->rank].acc_active, 1, memory_order_release);
 }
 
 static void acc_bulk_enter(os_win_t *w, int target)
@@ -440,12 +450,53 @@ static os_status_t compare_and_swap(os_win_t *w, const os_rma_op_t *op, char *ta
     return st;
 }
 
+bool os_acc_try_apply(os_win_t *w, bool cas, bool fetch, os_op_t op, os_basic_t basic,
+                      size_t esize, char *const *addr, const os_run_t *runs, uint32_t nruns,
+                      const char *odata, char *fdata, const char *compare)
+{
+    /* The path a process of this node would take for these elements, so
+     * that the request stays atomic with their accumulates. */
+    bool mutex = w->peers[w->rank].acc_mutex_always;
+    for (uint32_t i = 0; i < nruns && !mutex; i++)
+        mutex = !os_reduce_atomic_ok(esize, addr[i]) || (runs[i].len % esize);
+    if (mutex ? !os_lock_try_excl(&w->ctl[w->rank].acc_mutex)
+              : !os_acc_atomic_try_enter(w, w->rank))
+        return false;
+    size_t pos = 0;
+    for (uint32_t i = 0; i < nruns; pos += runs[i].len, i++) {
+        size_t n = runs[i].len / esize;
+        char *f = fetch ? fdata + pos : NULL;
+        const char *o = odata ? odata + pos : NULL;
+        if (cas && !mutex) {
+            os_cas_atomic(esize, addr[i], compare, o, f);
+        } else if (cas) {
+            memcpy(f, addr[i], esize);
+            if (!memcmp(addr[i], compare, esize))
+                memcpy(addr[i], o, esize);
+        } else if (!mutex) {
+            os_reduce_atomic(op, basic, esize, addr[i], o, f, n);
+        } else {
+            if (f)
+                memcpy(f, addr[i], runs[i].len);
+            if (o && op != OS_OP_NO_OP)
+                os_reduce(op, basic, esize, addr[i], o, n);
+        }
+    }
+    if (mutex)
+        os_lock_release_excl(&w->ctl[w->rank].acc_mutex);
+    else
+        os_acc_atomic_exit(w);
+    return true;
+}
+
 os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op)
 {
     char *taddr;
     os_status_t st = target_range(w, op, &taddr);
     if (st)
         return st;
+    if (w->peers[op->target].access == OS_PEER_REMOTE)
+        return os_remote_execute(w, op, taddr);
     switch (op->kind) {
     case OS_RMA_PUT:
         return move(w, op->target, true, taddr, op->ttype, op->tcount, op->origin, op->otype,

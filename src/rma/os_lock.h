@@ -97,6 +97,17 @@ static inline void os_lock_release_shared(os_lockword_t *l)
     os_lock_bump(l, 1, 0);
 }
 
+/* Take the lock exclusively only if nobody holds or waits for it; never
+ * waits (for code that runs inside network progress). */
+static inline bool os_lock_try_excl(os_lockword_t *l)
+{
+    uint64_t w = atomic_load_explicit(l, memory_order_relaxed);
+    if (os_lock_write_field(w) != os_lock_next_field(w))
+        return false;
+    return atomic_compare_exchange_strong_explicit(l, &w, w + OS_LOCK_NEXT_ONE,
+                                                   memory_order_acq_rel, memory_order_relaxed);
+}
+
 /* True when nobody holds or waits for the lock. */
 static inline bool os_lock_idle(os_lockword_t *l)
 {

@@ -18,6 +18,7 @@
 
 #include "../../include/onesided.h"
 #include "../transport/shm/os_shm.h"
+#include "../transport/ucx/os_ucx.h"
 #include "../util/os_util.h"
 #include "os_dtype.h"
 #include "os_lock.h"
@@ -45,7 +46,9 @@ enum {
     OS_T_LOCK_NOCHECK = 8, /* flag: lock granted by assertion, no lock word taken */
 };
 
-typedef enum { OS_PEER_DIRECT, OS_PEER_CMA } os_peer_access_t;
+/* How this process reaches a peer's window memory: mapped, by CMA system
+ * calls (same node, not mapped), or over the network (another node). */
+typedef enum { OS_PEER_DIRECT, OS_PEER_CMA, OS_PEER_REMOTE } os_peer_access_t;
 
 typedef struct {
     char *base;       /* DIRECT: address here; CMA: address in the peer process */
@@ -59,6 +62,8 @@ typedef struct {
     bool acc_mutex_always;
     void *map;        /* our mapping of the peer's MPI_Alloc_mem region, if any */
     size_t map_size;
+    int world;        /* MPI_COMM_WORLD rank: the network layer's name for the peer */
+    void *rkey;       /* REMOTE: the peer's unpacked memory key */
 } os_peer_t;
 
 /* Node-wide words, first in the segment. */
@@ -77,8 +82,8 @@ typedef struct {
      * while a slow one still drains this one. */
     _Alignas(OS_CACHELINE) _Atomic uint64_t fence_expect[2];
     _Atomic uint64_t fence_done[2];
-    /* Bulk accumulates (os_acc_bulk_enter): acc_active is written by this
-     * rank as an origin around each CPU-atomic accumulate, acc_bulk by an
+    /* Bulk accumulates (os_acc_bulk_enter): acc_active counts this rank's
+     * CPU-atomic accumulates in flight (as an origin), acc_bulk is set by an
      * origin running a bulk accumulate on this rank's memory. Separate lines:
      * the first is written often by its owner, the second read by everyone. */
     _Alignas(OS_CACHELINE) _Atomic uint64_t acc_active;
@@ -179,6 +184,14 @@ typedef struct os_win {
 
     os_acc_batch_t *acc_batch; /* [nranks] coalesced accumulates, passive epochs only */
 
+    /* between nodes (remote.c) */
+    bool multinode;          /* some peer is on another (real or virtual) node */
+    uint64_t id;             /* the same in every process: names the window in requests */
+    os_ucx_reg_t reg;        /* this process's window memory, registered */
+    uint8_t *dirty;          /* [nranks] RDMA issued since the last flush */
+    _Atomic int64_t *acks;   /* [nranks] accumulates sent and not yet acknowledged */
+    _Atomic uint64_t served, served_thread, deferred; /* requests served as a target */
+
     /* operations queued to the closing fence */
     os_rma_op_t *queue;
     size_t nqueue, capqueue;
@@ -194,6 +207,9 @@ typedef struct os_win {
 #define OS_STAT(w, s, n) ((w)->stats.counter[ONESIDED_STAT_##s] += (n))
 
 /* window.c */
+/* The processes of comm on this process's node: real nodes, or virtual nodes
+ * of virtual_size consecutive MPI_COMM_WORLD ranks when it is positive. */
+MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size);
 os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
                           const os_config_t *cfg, bool noncontig, MPI_Comm comm, os_win_t **out);
 /* OS_OK when no epoch is open, so that the collective free may begin. */
@@ -212,9 +228,41 @@ os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
 /* ops.c: the atomicity path of an accumulate on `t` elements at taddr. */
 os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, const os_dtype_t *t);
 
-/* Around CPU-atomic accumulates on `target` (waits while a bulk one runs there). */
+/* Around CPU-atomic accumulates on `target` (waits while a bulk one runs
+ * there; the try form returns false instead of waiting). */
 void os_acc_atomic_enter(os_win_t *w, int target);
+bool os_acc_atomic_try_enter(os_win_t *w, int target);
 void os_acc_atomic_exit(os_win_t *w);
+
+/* ops.c: for remote.c */
+bool os_dyn_find(os_win_t *w, int target, uint64_t addr, uint64_t len);
+/* A contiguous piece of a target buffer in a request from another node:
+ * a byte offset in the window, or an address for dynamic windows. */
+typedef struct {
+    uint64_t addr;
+    uint64_t len;
+} os_run_t;
+/* Apply an accumulate-kind request of another node to this process's own
+ * memory (run i resolved to addr[i]); false, with nothing done, when it would
+ * have to wait for the accumulate mutex or a bulk accumulate. */
+bool os_acc_try_apply(os_win_t *w, bool cas, bool fetch, os_op_t op, os_basic_t basic,
+                      size_t esize, char *const *addr, const os_run_t *runs, uint32_t nruns,
+                      const char *odata, char *fdata, const char *compare);
+
+/* remote.c */
+os_status_t os_remote_init(void);
+os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes);
+void os_remote_win_teardown(os_win_t *w);
+os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr);
+/* Remote completion of everything issued to target (all when target < 0). */
+os_status_t os_remote_flush(os_win_t *w, int target);
+os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive);
+os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive);
+os_status_t os_remote_post(os_win_t *w, int origin);
+/* Send a batch of coalesced accumulates (coalesce.c) to another node. */
+os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b);
+os_status_t os_remote_complete(os_win_t *w, int target);
+void os_remote_stats_sync(os_win_t *w);
 
 /* coalesce.c */
 /* Queue a small accumulate when the window coalesces it; false = do it now. */

@@ -85,7 +85,28 @@ os_status_t os_win_fence(os_win_t *w, int assert)
      * every process (asserts are collective, fence_defer is agreed at
      * creation), so all processes make the same choice. */
     bool closes_queued_epoch = w->access == OS_ACCESS_FENCE && !w->fence_immediate;
-    if (sync) {
+    if (sync && w->multinode) {
+        /* Between nodes: complete the operations done at once, then one
+         * allreduce tells every process that all of them are done and
+         * whether anybody queued operations. Queued ones may start only now
+         * (every target has entered this fence, so its epoch's own stores are
+         * done), and a barrier after them tells everybody they completed. */
+        st = os_remote_flush(w, -1);
+        atomic_thread_fence(memory_order_seq_cst);
+        int queued = w->nqueue > 0;
+        PMPI_Allreduce(MPI_IN_PLACE, &queued, 1, MPI_INT, MPI_LOR, w->comm);
+        if (queued) {
+            for (size_t i = 0; i < w->nqueue && !st; i++)
+                st = os_rma_execute(w, &w->queue[i]);
+            os_status_t fl = os_remote_flush(w, -1);
+            if (!st)
+                st = fl;
+            atomic_thread_fence(memory_order_seq_cst);
+            PMPI_Barrier(w->comm);
+        }
+        w->fence_syncs++;
+        OS_STAT(w, FENCE_SYNCS, 1);
+    } else if (sync) {
         /* Reduce-scatter of the per-target counts of queued operations: each
          * origin adds one to the expected count of every target it queued
          * operations for; the arrival counter then tells everybody that all
@@ -162,9 +183,15 @@ os_status_t os_win_post(os_win_t *w, const int *ranks, int n, int assert)
     /* Release: this process's stores to its window happen before any origin
      * that sees the post accesses it. */
     if (!(assert & MPI_MODE_NOCHECK))
-        for (int i = 0; i < n; i++)
-            atomic_fetch_add_explicit(&w->post[(size_t)ranks[i] * w->post_stride + (size_t)w->rank],
-                                      1, memory_order_release);
+        for (int i = 0; i < n && !st; i++) {
+            if (w->peers[ranks[i]].access == OS_PEER_REMOTE)
+                st = os_remote_post(w, ranks[i]);
+            else
+                atomic_fetch_add_explicit(&w->post[(size_t)ranks[i] * w->post_stride + (size_t)w->rank],
+                                          1, memory_order_release);
+        }
+    if (st)
+        return st;
     w->post_expect = n;
     w->exposure = OS_EXPOSE_POST;
     OS_STAT(w, PSCW_EXPOSURE, 1);
@@ -206,6 +233,7 @@ os_status_t os_win_complete(os_win_t *w)
 {
     if (w->access != OS_ACCESS_PSCW)
         return OS_ERR(OS_ERR_SYNC, "MPI_Win_complete without a matching MPI_Win_start");
+    os_status_t st = OS_OK;
     for (int i = 0; i < w->nstart; i++) {
         int t = w->start_ranks[i];
         if (w->tstate[t] == OS_T_PSCW_AWAIT_POST)
@@ -213,11 +241,17 @@ os_status_t os_win_complete(os_win_t *w)
         w->tstate[t] = OS_T_NONE;
         /* Release: every operation of this epoch is complete before the
          * target's MPI_Win_wait can see the count. */
-        atomic_fetch_add_explicit(&w->ctl[t].pscw_done, 1, memory_order_release);
+        if (w->peers[t].access == OS_PEER_REMOTE) {
+            os_status_t s2 = os_remote_complete(w, t);
+            if (!st)
+                st = s2;
+        } else {
+            atomic_fetch_add_explicit(&w->ctl[t].pscw_done, 1, memory_order_release);
+        }
     }
     w->nstart = 0;
     w->access = OS_ACCESS_NONE;
-    return OS_OK;
+    return st;
 }
 
 static os_status_t wait_or_test(os_win_t *w, int *flag, const char *call)
@@ -252,9 +286,13 @@ os_status_t os_win_test(os_win_t *w, int *flag)
 
 /* ------------------------------------------------------------ lock/unlock */
 
-static void take_lock(os_win_t *w, int target, bool exclusive)
+static os_status_t take_lock(os_win_t *w, int target, bool exclusive)
 {
     bool contended = false;
+    if (w->peers[target].access == OS_PEER_REMOTE) {
+        OS_STAT(w, LOCK_ACQUIRED, 1);
+        return os_remote_lock(w, target, exclusive);
+    }
     if (exclusive)
         os_lock_acquire_excl(&w->ctl[target].lock, &contended);
     else
@@ -262,19 +300,24 @@ static void take_lock(os_win_t *w, int target, bool exclusive)
     OS_STAT(w, LOCK_ACQUIRED, 1);
     if (contended)
         OS_STAT(w, LOCK_CONTENDED, 1);
+    return OS_OK;
 }
 
-static void drop_lock(os_win_t *w, int target)
+static os_status_t drop_lock(os_win_t *w, int target)
 {
     uint8_t s = w->tstate[target];
     /* Release: the epoch's operations are visible before the lock is free. */
     atomic_thread_fence(memory_order_release);
+    if (w->peers[target].access == OS_PEER_REMOTE)
+        return (s & OS_T_LOCK_NOCHECK) ? os_remote_flush(w, target)
+                                       : os_remote_unlock(w, target, s == OS_T_LOCK_EXCL);
     if (s & OS_T_LOCK_NOCHECK)
-        return;
+        return OS_OK;
     if (s == OS_T_LOCK_EXCL)
         os_lock_release_excl(&w->ctl[target].lock);
     else
         os_lock_release_shared(&w->ctl[target].lock);
+    return OS_OK;
 }
 
 os_status_t os_win_lock(os_win_t *w, int exclusive, int target, int assert)
@@ -294,8 +337,8 @@ os_status_t os_win_lock(os_win_t *w, int exclusive, int target, int assert)
                       target);
     if ((st = leave_fence(w, "MPI_Win_lock")))
         return st;
-    if (!(assert & MPI_MODE_NOCHECK))
-        take_lock(w, target, exclusive);
+    if (!(assert & MPI_MODE_NOCHECK) && (st = take_lock(w, target, exclusive)))
+        return st;
     w->tstate[target] = (uint8_t)((exclusive ? OS_T_LOCK_EXCL : OS_T_LOCK_SHARED) |
                                   ((assert & MPI_MODE_NOCHECK) ? OS_T_LOCK_NOCHECK : 0));
     w->nlocked++;
@@ -317,7 +360,9 @@ os_status_t os_win_unlock(os_win_t *w, int target)
                       target);
     /* Coalesced accumulates complete before the lock is given up. */
     os_status_t st = os_acc_drain(w, target);
-    drop_lock(w, target);
+    os_status_t st2 = drop_lock(w, target);
+    if (!st)
+        st = st2;
     w->tstate[target] = OS_T_NONE;
     if (--w->nlocked == 0)
         w->access = OS_ACCESS_NONE;
@@ -338,8 +383,14 @@ os_status_t os_win_lock_all(os_win_t *w, int assert)
         return st;
     /* Shared locks in rank order: every lock_all takes them in the same order. */
     for (int t = 0; t < w->nranks; t++) {
-        if (!(assert & MPI_MODE_NOCHECK))
-            take_lock(w, t, false);
+        if (!(assert & MPI_MODE_NOCHECK) && (st = take_lock(w, t, false))) {
+            /* Give back what was taken; the epoch does not open. */
+            while (--t >= 0) {
+                drop_lock(w, t);
+                w->tstate[t] = OS_T_NONE;
+            }
+            return st;
+        }
         w->tstate[t] = (uint8_t)(OS_T_LOCK_SHARED | ((assert & MPI_MODE_NOCHECK) ? OS_T_LOCK_NOCHECK : 0));
     }
     w->access = OS_ACCESS_LOCK_ALL;
@@ -353,7 +404,9 @@ os_status_t os_win_unlock_all(os_win_t *w)
         return OS_ERR(OS_ERR_SYNC, "MPI_Win_unlock_all without MPI_Win_lock_all");
     os_status_t st = os_acc_drain(w, -1);
     for (int t = 0; t < w->nranks; t++) {
-        drop_lock(w, t);
+        os_status_t s2 = drop_lock(w, t);
+        if (!st)
+            st = s2;
         w->tstate[t] = OS_T_NONE;
     }
     w->access = OS_ACCESS_NONE;
@@ -374,6 +427,9 @@ os_status_t os_win_flush(os_win_t *w, int target, bool all)
     /* Operations completed when they were issued, except coalesced
      * accumulates; order them all before what follows. */
     os_status_t st = os_acc_drain(w, all ? -1 : target);
+    os_status_t st2 = os_remote_flush(w, all ? -1 : target);
+    if (!st)
+        st = st2;
     atomic_thread_fence(memory_order_seq_cst);
     OS_STAT(w, FLUSHES, 1);
     return st;

@@ -19,7 +19,24 @@ typedef struct {
     int32_t region_fd;     /* MPI_Win_create over MPI_Alloc_mem memory: its memfd, else -1 */
     uint64_t region_size;  /* bytes of that region */
     uint64_t region_off;   /* where the window starts in it */
+    int32_t world;         /* MPI_COMM_WORLD rank */
+    int32_t node;          /* world rank of the first process of its (virtual) node */
 } peer_info_t;
+
+MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size)
+{
+    MPI_Comm phys, node;
+    int wrank;
+    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &phys);
+    if (virtual_size <= 0)
+        return phys;
+    /* Virtual nodes of K consecutive world ranks: processes of different
+     * virtual nodes then use only the inter-node path. */
+    PMPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    PMPI_Comm_split(phys, wrank / virtual_size, wrank, &node);
+    PMPI_Comm_free(&phys);
+    return node;
+}
 
 /* Lay the control area out in the segment, in this order:
  * node words | rank control blocks | post matrix | region tables | data. */
@@ -47,8 +64,9 @@ static os_status_t map_alloc_mem_peers(os_win_t *w, const peer_info_t *all)
         return OS_ERR(OS_ERR_NOMEM, "window of %d processes", w->nranks);
     for (int r = 0; r < w->nranks; r++) {
         os_peer_t *p = &w->peers[r];
-        mapped[r] = r == w->rank || p->size == 0;
-        if (r == w->rank || all[r].region_fd < 0)
+        /* A process of another node never reaches r by CMA: no vote against. */
+        mapped[r] = r == w->rank || p->size == 0 || p->access == OS_PEER_REMOTE;
+        if (mapped[r] || all[r].region_fd < 0)
             continue;
         char *m = os_shm_region_map_peer(p->pid, all[r].region_fd, all[r].region_size);
         if (!m) {
@@ -101,24 +119,33 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
     PMPI_Comm_size(w->comm, &w->nranks);
     PMPI_Comm_group(w->comm, &w->group);
 
-    /* This engine serves windows whose processes share one node. */
-    PMPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    /* Processes of this (real or virtual) node share a segment; the others
+     * are reached over the network. allocate_shared keeps real nodes: MPI
+     * requires its memory to be shared. */
+    node = os_node_comm(w->comm, flavor == OS_FLAVOR_SHARED ? 0 : os_config.node_size);
     PMPI_Comm_size(node, &node_size);
     one_node = node_size == w->nranks;
     PMPI_Allreduce(&one_node, &all_local, 1, MPI_INT, MPI_LAND, w->comm);
-    if (!all_local) {
-        st = flavor == OS_FLAVOR_SHARED
-                 ? OS_ERR(OS_ERR_SHARED, "MPI_Win_allocate_shared over processes of "
-                                         "different nodes")
-                 : OS_ERR(OS_ERR_UNSUPPORTED, "a window spanning several nodes needs the "
-                                              "inter-node transport, which is not built yet");
+    w->multinode = !all_local;
+    if (w->multinode && flavor == OS_FLAVOR_SHARED) {
+        st = OS_ERR(OS_ERR_SHARED, "MPI_Win_allocate_shared over processes of different nodes");
+        goto fail;
+    }
+    if (w->multinode && !os_ucx_active()) {
+        st = OS_ERR(OS_ERR_UNSUPPORTED, "a window spanning several nodes needs the UCX "
+                                        "transport, which did not start (see the log)");
         goto fail;
     }
 
+    int world_rank, node_first;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    node_first = world_rank;
+    PMPI_Bcast(&node_first, 1, MPI_INT, 0, node);
     mine = (peer_info_t){ .base = (uint64_t)(uintptr_t)base, .size = size,
                           .disp_unit = disp_unit, .pid = (int32_t)getpid(),
                           .max_regions = cfg->dynamic_max_regions,
-                          .fence_defer = cfg->fence_defer, .region_fd = -1 };
+                          .fence_defer = cfg->fence_defer, .region_fd = -1,
+                          .world = world_rank, .node = node_first };
     if (flavor == OS_FLAVOR_CREATE && size > 0) {
         os_shm_region_t reg;
         if (os_shm_region_find(base, (size_t)size, &reg)) {
@@ -155,13 +182,15 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
          * as MPI specifies; MPI_Win_allocate gets page-aligned pieces. */
         bool pad = flavor == OS_FLAVOR_ALLOCATE || noncontig;
         for (int r = 0; r < w->nranks; r++) {
+            if (all[r].node != mine.node)
+                continue; /* its memory lives on its own node */
             data_off[r] = data_bytes;
             data_bytes += (size_t)all[r].size;
             if (pad)
                 data_bytes = OS_ALIGN_UP(data_bytes, PAGE);
         }
     }
-    st = os_shm_create(w->comm, ctl_bytes + data_bytes, &w->seg);
+    st = os_shm_create(node, ctl_bytes + data_bytes, &w->seg);
     if (st)
         goto fail;
     char *seg = w->seg.addr;
@@ -175,6 +204,11 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
         p->size = (MPI_Aint)all[r].size;
         p->disp_unit = all[r].disp_unit;
         p->pid = (pid_t)all[r].pid;
+        p->world = all[r].world;
+        if (all[r].node != mine.node) {
+            p->access = OS_PEER_REMOTE; /* base and key come with os_remote_win_setup */
+            continue;
+        }
         switch (flavor) {
         case OS_FLAVOR_ALLOCATE:
         case OS_FLAVOR_SHARED:
@@ -193,6 +227,10 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
         }
     }
     if (flavor == OS_FLAVOR_CREATE && (st = map_alloc_mem_peers(w, all)))
+        goto fail;
+    if (w->multinode &&
+        (st = os_remote_win_setup(w, w->peers[w->rank].base,
+                                  flavor == OS_FLAVOR_DYNAMIC ? 0 : (size_t)w->size)))
         goto fail;
     /* Batches for accumulate coalescing only where some target can use them,
      * so that mapped windows pay nothing on their fast path. */
@@ -226,6 +264,8 @@ fail:
     free(data_off);
     if (node != MPI_COMM_NULL)
         PMPI_Comm_free(&node);
+    if (w->multinode)
+        os_remote_win_teardown(w);
     unmap_peers(w);
     os_shm_destroy(&w->seg);
     if (w->group != MPI_GROUP_NULL)
@@ -262,6 +302,8 @@ os_status_t os_win_free(os_win_t *w)
         return st;
     /* No process may leave while another may still touch its memory. */
     PMPI_Barrier(w->comm);
+    if (w->multinode)
+        os_remote_win_teardown(w);
     unmap_peers(w);
     os_shm_destroy(&w->seg);
     PMPI_Win_free(&w->handle);
@@ -290,6 +332,13 @@ os_status_t os_win_shared_query(os_win_t *w, int rank, MPI_Aint *size, int *disp
     } else if (rank < 0 || rank >= w->nranks) {
         return OS_ERR(OS_ERR_RANK, "rank %d is not in the window's group of %d", rank,
                       w->nranks);
+    }
+    if (w->peers[rank].access == OS_PEER_REMOTE) {
+        /* Memory on another node cannot be shared: size 0, no address. */
+        *size = 0;
+        *disp_unit = w->peers[rank].disp_unit;
+        *baseptr = NULL;
+        return OS_OK;
     }
     *size = w->peers[rank].size;
     *disp_unit = w->peers[rank].disp_unit;

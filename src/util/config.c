@@ -9,6 +9,7 @@
 
 os_config_t os_config;
 int os_spin_limit = 2000;
+void (*os_backoff_hook)(void);
 
 static os_status_t parse_int(const char *name, const char *text, int *out)
 {

@@ -100,6 +100,16 @@ void os_log_set_rank(int rank);
     X(alloc_mem_max_regions, int, "ONESIDED_ALLOC_MEM_MAX_REGIONS", NULL, "256",              \
       "Most MPI_Alloc_mem blocks served from shareable memory at once (each holds a file "    \
       "descriptor); beyond it the host MPI's MPI_Alloc_mem serves.")                          \
+    X(node_size, int, "ONESIDED_NODE_SIZE", NULL, "0",                                         \
+      "Split each host into virtual nodes of this many consecutive MPI_COMM_WORLD ranks; "    \
+      "processes of different virtual nodes then use only the inter-node path (UCX), never "  \
+      "shared memory. 0 = real nodes. MPI_Win_allocate_shared windows keep real nodes.")      \
+    X(progress, int, "ONESIDED_PROGRESS", "onesided_progress", "1",                          \
+      "1 = a progress thread serves other nodes' requests (lock manager, accumulates) while "  \
+      "the application computes; 0 = they are served only while the target is inside one "   \
+      "of onesided's own calls (a target blocked in, say, MPI_Barrier serves nothing), so "   \
+      "only for windows whose targets keep making RMA calls. Started by the first window "    \
+      "spanning nodes that asks for it (info no_locks=true also declines).")                  \
     X(help, int, "ONESIDED_HELP", NULL, "0",                                                  \
       "Print this table of tunables on rank 0 at MPI_Init.")
 
@@ -124,6 +134,9 @@ void os_config_each_info(const os_config_t *cfg, os_config_info_fn fn, void *ctx
 /* Spin briefly, then yield. Tests run with more processes than cores; a
  * waiter that never yields would keep the process it waits for off the CPU. */
 extern int os_spin_limit;
+/* Run on every back-off step when set: the network layer progresses there,
+ * so that a process waiting for a counter also serves requests to itself. */
+extern void (*os_backoff_hook)(void);
 typedef struct { unsigned polls; } os_backoff_t;
 #define OS_BACKOFF_INIT { 0 }
 void os_backoff_yield(void);
@@ -137,6 +150,8 @@ static inline void os_cpu_relax(void)
 }
 static inline void os_backoff_wait(os_backoff_t *b)
 {
+    if (os_backoff_hook)
+        os_backoff_hook();
     if (b->polls < (unsigned)os_spin_limit) {
         b->polls++;
         os_cpu_relax();

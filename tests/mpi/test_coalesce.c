@@ -70,6 +70,11 @@ static void totals(t_win_t *tw, int coalesce)
     uint64_t batches = st.counter[ONESIDED_STAT_ACC_BATCHES];
     bool expect = coalesce == 1 || (coalesce == -1 && (tw->flavor == F_CREATE ||
                                                        tw->flavor == F_DYNAMIC) && t_size > 1);
+    /* Dynamic windows on other (virtual) nodes check every address at the
+     * target, one request per call: nothing to count on there. */
+    const char *vnode = getenv("ONESIDED_NODE_SIZE");
+    if (tw->flavor == F_DYNAMIC && vnode && atoi(vnode) > 0 && atoi(vnode) < t_size)
+        expect = false;
     if (expect)
         CHECK(queued > NUPD / 4 && batches * 10 < queued,
               "%s coalesce=%d: %llu accumulates coalesced in %llu batches", flavor_name[tw->flavor],

@@ -1,0 +1,795 @@
+/*
+ * Between nodes: operations, synchronization and the lock manager for
+ * targets on another (real or virtual) node, over the UCX transport.
+ *
+ *   put, get        RDMA on the target's registered window memory; complete
+ *                   at the next flush (dynamic windows: by request, below)
+ *   accumulates,    a request carrying the target runs and the origin data;
+ *   fetch_and_op,   the target applies it to its own memory with the same
+ *   compare_and_swap CPU atomics or mutex its node's origins use, so every
+ *                   origin stays atomic with every other
+ *   lock/unlock     requests to the target's lock manager, which takes the
+ *                   target's CPU ticket lock on the origin's behalf (paper
+ *                   000, Figure 4) and grants it by reply
+ *   post, complete  one message each, counted into the same shared counters
+ *                   that origins of the target's own node update
+ *   fence           operations flushed, then one barrier
+ *
+ * Requests are served during progress: by the progress thread, or by any
+ * wait of the target process. Serving never blocks, because it may run
+ * inside a wait of the same thread: a request that would have to wait for
+ * the accumulate mutex (or for a bulk accumulate) is kept and retried.
+ */
+#include "os_rma.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { AM_REQUEST = 1, AM_REPLY = 2 };
+
+typedef enum {
+    K_ACC, K_FETCH, K_CAS, K_PUT, K_GET, K_LOCK, K_UNLOCK, K_POST, K_COMPLETE
+} req_kind_t;
+
+typedef struct {
+    uint64_t win;   /* window id, the same in every process */
+    uint64_t token; /* origin's reply slot; 0 = none */
+    int32_t src;    /* sender's rank in the window */
+    uint8_t kind;   /* req_kind_t */
+    uint8_t op;     /* os_op_t; K_LOCK: 1 = exclusive */
+    uint8_t basic;
+    uint8_t ack;    /* reply by decrementing the sender's ack counter (token) */
+    uint32_t esize;
+    uint32_t nruns;
+    uint64_t bytes; /* origin data bytes after the runs */
+} req_hdr_t;
+
+typedef struct {
+    uint64_t token;
+    int32_t status; /* os_status_t at the target */
+    uint8_t ack;    /* token is an _Atomic int64_t counter to decrement */
+    uint8_t pad[3];
+} reply_hdr_t;
+
+/* An origin waiting for one reply. */
+typedef struct {
+    _Atomic int done;
+    int32_t status;
+    char *buf;
+    size_t cap;
+} reply_slot_t;
+
+/* -------------------------------------------------------------- registry */
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static os_win_t **reg_wins;
+static int reg_n, reg_cap;
+static uint64_t next_id = 1;
+
+/* Requests kept for a retry, and lock requests waiting for their turn. */
+typedef struct pending {
+    struct pending *next;
+    void *reply;      /* the connection to answer on */
+    req_hdr_t h;
+    uint16_t ticket;  /* K_LOCK: the ticket drawn on the target's lock */
+    size_t dlen;
+    char data[];
+} pending_t;
+static pending_t *pending_head, **pending_tail = &pending_head;
+static _Atomic int npending;
+
+static os_win_t *find_win(uint64_t id)
+{
+    os_win_t *w = NULL;
+    for (int i = 0; i < reg_n && !w; i++)
+        if (reg_wins[i]->id == id)
+            w = reg_wins[i];
+    return w;
+}
+
+/* --------------------------------------------------------------- replies */
+
+/* Lock order: the UCX worker's lock (held while a handler runs) before
+ * reg_lock. Code that takes reg_lock outside a handler (the retry of kept
+ * requests) must not call UCX until it lets go, so its replies wait in an
+ * outbox of the thread. */
+typedef struct outbox {
+    struct outbox *next;
+    void *reply;
+    reply_hdr_t r;
+    size_t dlen;
+    char data[];
+} outbox_t;
+static __thread bool hold_replies;
+static __thread outbox_t *outbox;
+
+static void send_now(void *reply, const reply_hdr_t *r, const void *data, size_t dlen)
+{
+    os_status_t s = os_ucx_am_reply(reply, AM_REPLY, r, sizeof *r, data, dlen);
+    if (s)
+        os_log(1, "cannot answer a request: %s", os_status_name(s));
+}
+
+static void send_reply(void *reply, const req_hdr_t *h, os_status_t st, const void *data,
+                       size_t dlen)
+{
+    if (!h->token)
+        return;
+    OS_DEBUG("reply kind %d to rank %d token %llx", h->kind, h->src, (unsigned long long)h->token);
+    reply_hdr_t r = { .token = h->token, .status = st, .ack = h->ack };
+    if (!hold_replies) {
+        send_now(reply, &r, data, dlen);
+        return;
+    }
+    outbox_t *o = malloc(sizeof *o + dlen);
+    if (!o) {
+        os_log(1, "cannot answer rank %d: out of memory", h->src);
+        return;
+    }
+    o->reply = reply;
+    o->r = r;
+    o->dlen = dlen;
+    if (dlen)
+        memcpy(o->data, data, dlen);
+    o->next = outbox;
+    outbox = o;
+}
+
+static void flush_outbox(void)
+{
+    /* Built newest first; send oldest first. */
+    outbox_t *rev = NULL;
+    while (outbox) {
+        outbox_t *o = outbox;
+        outbox = o->next;
+        o->next = rev;
+        rev = o;
+    }
+    while (rev) {
+        outbox_t *o = rev;
+        rev = o->next;
+        send_now(o->reply, &o->r, o->data, o->dlen);
+        free(o);
+    }
+}
+
+static void on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
+                     size_t dlen)
+{
+    (void)arg;
+    (void)reply;
+    (void)hlen;
+    const reply_hdr_t *r = hdr;
+    OS_DEBUG("reply token %llx ack %d", (unsigned long long)r->token, r->ack);
+    if (r->ack) {
+        atomic_fetch_sub_explicit((_Atomic int64_t *)(uintptr_t)r->token, 1,
+                                  memory_order_release);
+        return;
+    }
+    reply_slot_t *slot = (reply_slot_t *)(uintptr_t)r->token;
+    if (slot->buf && dlen)
+        memcpy(slot->buf, data, dlen < slot->cap ? dlen : slot->cap);
+    slot->status = r->status;
+    atomic_store_explicit(&slot->done, 1, memory_order_release);
+}
+
+/* ------------------------------------------------------- the target side */
+
+static void count_served(os_win_t *w)
+{
+    atomic_fetch_add_explicit(&w->served, 1, memory_order_relaxed);
+    if (os_ucx_in_progress_thread())
+        atomic_fetch_add_explicit(&w->served_thread, 1, memory_order_relaxed);
+}
+
+/* Resolve and check the runs of a request against this process's memory. */
+static os_status_t resolve(os_win_t *w, const req_hdr_t *h, const os_run_t *runs, char **addr)
+{
+    const os_peer_t *me = &w->peers[w->rank];
+    for (uint32_t i = 0; i < h->nruns; i++) {
+        if (w->flavor == OS_FLAVOR_DYNAMIC) {
+            if (!os_dyn_find(w, w->rank, runs[i].addr, runs[i].len))
+                return OS_ERR(OS_ERR_RANGE, "address 0x%lx+%lu of rank %d is not in memory "
+                              "attached to the dynamic window", (unsigned long)runs[i].addr,
+                              (unsigned long)runs[i].len, w->rank);
+            addr[i] = (char *)(uintptr_t)runs[i].addr;
+        } else {
+            if (runs[i].addr > (uint64_t)me->size || runs[i].len > (uint64_t)me->size - runs[i].addr)
+                return OS_ERR(OS_ERR_RANGE, "bytes [%lu, %lu) lie outside the window of rank %d",
+                              (unsigned long)runs[i].addr,
+                              (unsigned long)(runs[i].addr + runs[i].len), w->rank);
+            addr[i] = me->base + runs[i].addr;
+        }
+    }
+    return OS_OK;
+}
+
+/* Serve one data request; false when it must wait (kept for a retry). */
+static bool serve_op_aligned(os_win_t *w, void *reply, const req_hdr_t *h, const char *data);
+static bool serve_op(os_win_t *w, void *reply, const req_hdr_t *h, const char *data, size_t dlen)
+{
+    /* The network delivers bytes at any alignment; runs and elements are read
+     * as 8-byte words and CPU atomics, so realign first when needed. */
+    if (!((uintptr_t)data & 7))
+        return serve_op_aligned(w, reply, h, data);
+    char *copy = malloc(dlen ? dlen : 1);
+    if (!copy) {
+        send_reply(reply, h, OS_ERR(OS_ERR_NOMEM, "request of %zu bytes", dlen), NULL, 0);
+        return true;
+    }
+    memcpy(copy, data, dlen);
+    bool done = serve_op_aligned(w, reply, h, copy);
+    free(copy);
+    return done;
+}
+
+static bool serve_op_aligned(os_win_t *w, void *reply, const req_hdr_t *h, const char *data)
+{
+    const os_run_t *runs = (const os_run_t *)data;
+    const char *odata = data + h->nruns * sizeof(os_run_t);
+    size_t total = 0;
+    for (uint32_t i = 0; i < h->nruns; i++)
+        total += runs[i].len;
+    char *stack_addr[8], **addr = h->nruns <= 8 ? stack_addr : malloc(sizeof *addr * h->nruns);
+    char *out = NULL;
+    os_status_t st = addr ? resolve(w, h, runs, addr)
+                          : OS_ERR(OS_ERR_NOMEM, "request of %u runs", h->nruns);
+    bool fetch = h->kind == K_FETCH || h->kind == K_CAS || h->kind == K_GET;
+    if (!st && fetch && !(out = malloc(total ? total : 1)))
+        st = OS_ERR(OS_ERR_NOMEM, "reply of %zu bytes", total);
+    if (!st) {
+        switch (h->kind) {
+        case K_PUT:
+        case K_GET: {
+            size_t pos = 0;
+            for (uint32_t i = 0; i < h->nruns; pos += runs[i].len, i++) {
+                if (h->kind == K_PUT)
+                    memcpy(addr[i], odata + pos, runs[i].len);
+                else
+                    memcpy(out + pos, addr[i], runs[i].len);
+            }
+            break;
+        }
+        default:
+            if (!os_acc_try_apply(w, h->kind == K_CAS, h->kind != K_ACC, (os_op_t)h->op,
+                                  (os_basic_t)h->basic, h->esize, addr, runs, h->nruns,
+                                  h->op == OS_OP_NO_OP && h->kind != K_CAS ? NULL : odata, out,
+                                  h->kind == K_CAS ? odata + h->esize : NULL)) {
+                if (addr != stack_addr)
+                    free(addr);
+                free(out);
+                return false;
+            }
+            break;
+        }
+    }
+    count_served(w);
+    send_reply(reply, h, st, out, st ? 0 : (fetch ? total : 0));
+    if (addr != stack_addr)
+        free(addr);
+    free(out);
+    return true;
+}
+
+/* A lock request's turn has come when its ticket is served. */
+static bool lock_ready(os_win_t *w, pending_t *p)
+{
+    os_lockword_t *l = &w->ctl[w->rank].lock;
+    if (p->h.op) /* exclusive */
+        return os_lock_excl_ready(l, p->ticket);
+    if (!os_lock_shared_ready(l, p->ticket))
+        return false;
+    os_lock_bump(l, 0, 1); /* admit the next ticket if it is a reader */
+    return true;
+}
+
+/* Serve a request now or keep it; called with reg_lock held. */
+static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data, size_t dlen,
+                  bool fresh)
+{
+    pending_t *p = NULL;
+    switch (h->kind) {
+    case K_LOCK:
+        /* FIFO with the node's own lockers: the ticket is drawn on arrival. */
+        p = malloc(sizeof *p);
+        if (!p) {
+            send_reply(reply, h, OS_ERR(OS_ERR_NOMEM, "lock request"), NULL, 0);
+            return;
+        }
+        p->h = *h;
+        p->reply = reply;
+        p->dlen = 0;
+        p->ticket = os_lock_ticket(&w->ctl[w->rank].lock);
+        count_served(w);
+        if (lock_ready(w, p)) {
+            send_reply(reply, h, OS_OK, NULL, 0);
+            free(p);
+            return;
+        }
+        break;
+    case K_UNLOCK:
+        if (h->op)
+            os_lock_release_excl(&w->ctl[w->rank].lock);
+        else
+            os_lock_release_shared(&w->ctl[w->rank].lock);
+        count_served(w);
+        send_reply(reply, h, OS_OK, NULL, 0);
+        return;
+    case K_POST:
+        /* The target h->src posted an exposure epoch that includes us. */
+        atomic_fetch_add_explicit(&w->post[(size_t)w->rank * w->post_stride + (size_t)h->src], 1,
+                                  memory_order_release);
+        count_served(w);
+        return;
+    case K_COMPLETE:
+        atomic_fetch_add_explicit(&w->ctl[w->rank].pscw_done, 1, memory_order_release);
+        count_served(w);
+        return;
+    default:
+        if (serve_op(w, reply, h, data, dlen))
+            return;
+        if (!fresh)
+            return; /* already kept */
+        p = malloc(sizeof *p + dlen);
+        if (!p) {
+            send_reply(reply, h, OS_ERR(OS_ERR_NOMEM, "deferred request"), NULL, 0);
+            return;
+        }
+        p->h = *h;
+        p->reply = reply;
+        p->dlen = dlen;
+        memcpy(p->data, data, dlen);
+        atomic_fetch_add_explicit(&w->deferred, 1, memory_order_relaxed);
+        break;
+    }
+    p->next = NULL;
+    *pending_tail = p;
+    pending_tail = &p->next;
+    atomic_fetch_add_explicit(&npending, 1, memory_order_relaxed);
+}
+
+static void on_request(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
+                       size_t dlen)
+{
+    (void)arg;
+    (void)hlen;
+    const req_hdr_t *h = hdr;
+    OS_DEBUG("request kind %d from rank %d token %llx", h->kind, h->src,
+             (unsigned long long)h->token);
+    pthread_mutex_lock(&reg_lock);
+    os_win_t *w = find_win(h->win);
+    if (w)
+        serve(w, reply, h, data, dlen, true);
+    else
+        os_log(1, "request for unknown window %llu from rank %d dropped",
+               (unsigned long long)h->win, h->src);
+    pthread_mutex_unlock(&reg_lock);
+}
+
+/* Retry what was kept: lock requests whose turn may have come (a process of
+ * the target's node may have unlocked), requests that waited for a mutex. */
+static void retry_pending(void)
+{
+    if (!atomic_load_explicit(&npending, memory_order_relaxed))
+        return;
+    if (pthread_mutex_trylock(&reg_lock))
+        return; /* another thread is at it */
+    hold_replies = true;
+    for (pending_t **pp = &pending_head; *pp;) {
+        pending_t *p = *pp;
+        os_win_t *w = find_win(p->h.win);
+        bool done;
+        if (!w)
+            done = true;
+        else if (p->h.kind == K_LOCK)
+            done = lock_ready(w, p) && (send_reply(p->reply, &p->h, OS_OK, NULL, 0), true);
+        else
+            done = serve_op(w, p->reply, &p->h, p->data, p->dlen);
+        if (done) {
+            *pp = p->next;
+            if (!*pp)
+                pending_tail = pp;
+            free(p);
+            atomic_fetch_sub_explicit(&npending, 1, memory_order_relaxed);
+        } else {
+            pp = &p->next;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    hold_replies = false;
+    flush_outbox();
+}
+
+/* --------------------------------------------------------- the origin side */
+
+/* The backoff hook: progress the network, but never from inside a handler
+ * (UCX does not allow recursive progress). */
+static __thread int progress_depth;
+static void progress_hook(void)
+{
+    if (progress_depth)
+        return;
+    progress_depth++;
+    os_ucx_progress();
+    progress_depth--;
+}
+
+os_status_t os_remote_init(void)
+{
+    os_status_t st;
+    if ((st = os_ucx_am_register(AM_REQUEST, on_request, NULL)) ||
+        (st = os_ucx_am_register(AM_REPLY, on_reply, NULL)))
+        return st;
+    os_ucx_set_idle_hook(retry_pending);
+    os_backoff_hook = progress_hook;
+    return OS_OK;
+}
+
+/* Send a request and wait for its reply (into buf, up to cap bytes). */
+static os_status_t call(os_win_t *w, int target, req_hdr_t *h, const void *data, size_t dlen,
+                        void *buf, size_t cap)
+{
+    reply_slot_t slot = { .buf = buf, .cap = cap };
+    h->win = w->id;
+    h->src = w->rank;
+    h->token = (uint64_t)(uintptr_t)&slot;
+    h->ack = 0;
+    OS_DEBUG("call kind %d to rank %d token %llx", h->kind, target, (unsigned long long)h->token);
+    os_status_t st = os_ucx_am_send(w->peers[target].world, AM_REQUEST, h, sizeof *h, data, dlen);
+    if (st)
+        return st;
+    os_backoff_t b = OS_BACKOFF_INIT;
+    while (!atomic_load_explicit(&slot.done, memory_order_acquire)) {
+        progress_hook();
+        os_backoff_wait(&b);
+    }
+    if (slot.status)
+        return OS_ERR((os_status_t)slot.status, "rank %d refused the request (see its log)",
+                      target);
+    return OS_OK;
+}
+
+/* Send a request whose reply only decrements the target's ack counter. */
+static os_status_t post_acked(os_win_t *w, int target, req_hdr_t *h, const void *data,
+                              size_t dlen)
+{
+    h->win = w->id;
+    h->src = w->rank;
+    h->token = (uint64_t)(uintptr_t)&w->acks[target];
+    h->ack = 1;
+    atomic_fetch_add_explicit(&w->acks[target], 1, memory_order_relaxed);
+    os_status_t st = os_ucx_am_send(w->peers[target].world, AM_REQUEST, h, sizeof *h, data, dlen);
+    if (st)
+        atomic_fetch_sub_explicit(&w->acks[target], 1, memory_order_relaxed);
+    return st;
+}
+
+static os_status_t post_noreply(os_win_t *w, int target, req_hdr_t *h)
+{
+    h->win = w->id;
+    h->src = w->rank;
+    h->token = 0;
+    return os_ucx_am_send(w->peers[target].world, AM_REQUEST, h, sizeof *h, NULL, 0);
+}
+
+/* Runs of the target type, as offsets in the target's window (addresses for
+ * dynamic windows), followed by the packed origin data. */
+static os_status_t build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool with_data,
+                         char **msg, size_t *mlen, uint32_t *nruns, size_t *total)
+{
+    os_cursor_t tc;
+    char *run;
+    size_t len, n = 0, bytes = 0;
+    const os_peer_t *p = &w->peers[op->target];
+    const uintptr_t origin0 = w->flavor == OS_FLAVOR_DYNAMIC ? 0 : (uintptr_t)p->base;
+    os_cursor_init(&tc, op->ttype, taddr, op->tcount);
+    while ((len = os_cursor_next(&tc, SIZE_MAX, &run))) {
+        n++;
+        bytes += len;
+    }
+    size_t extra = op->kind == OS_RMA_CAS ? op->ttype->size : 0;
+    size_t size = n * sizeof(os_run_t) + (with_data ? bytes : 0) + extra;
+    char *m = malloc(size ? size : 1);
+    if (!m)
+        return OS_ERR(OS_ERR_NOMEM, "request of %zu bytes", size);
+    os_run_t *runs = (os_run_t *)m;
+    os_cursor_init(&tc, op->ttype, taddr, op->tcount);
+    for (size_t i = 0; (len = os_cursor_next(&tc, SIZE_MAX, &run)); i++)
+        runs[i] = (os_run_t){ (uint64_t)((uintptr_t)run - origin0), len };
+    if (with_data) {
+        os_cursor_t oc;
+        char *src, *dst = m + n * sizeof(os_run_t), *end = dst + bytes;
+        os_cursor_init(&oc, op->otype, op->origin, op->ocount);
+        while (dst < end && (len = os_cursor_next(&oc, (size_t)(end - dst), &src))) {
+            memcpy(dst, src, len);
+            dst += len;
+        }
+    }
+    if (extra)
+        memcpy(m + n * sizeof(os_run_t) + (with_data ? bytes : 0), op->compare, extra);
+    *msg = m;
+    *mlen = size;
+    *nruns = (uint32_t)n;
+    *total = bytes;
+    return OS_OK;
+}
+
+static void scatter(void *base, const os_dtype_t *t, size_t count, const char *src, size_t bytes)
+{
+    os_cursor_t c;
+    char *p;
+    size_t n;
+    os_cursor_init(&c, t, base, count);
+    while (bytes && (n = os_cursor_next(&c, bytes, &p))) {
+        memcpy(p, src, n);
+        src += n;
+        bytes -= n;
+    }
+}
+
+/* RDMA between the origin's runs and the target's, pairwise. */
+static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
+{
+    os_peer_t *p = &w->peers[op->target];
+    os_cursor_t tc, lc;
+    char *pt = NULL, *pl = NULL;
+    size_t lt = 0, ll = 0;
+    os_status_t st = OS_OK;
+    os_cursor_init(&tc, op->ttype, taddr, op->tcount);
+    os_cursor_init(&lc, op->otype, op->origin, op->ocount);
+    while (!st) {
+        if (!lt)
+            lt = os_cursor_next(&tc, SIZE_MAX, &pt);
+        if (!ll)
+            ll = os_cursor_next(&lc, SIZE_MAX, &pl);
+        if (!lt || !ll)
+            break;
+        size_t n = lt < ll ? lt : ll;
+        st = op->kind == OS_RMA_PUT
+                 ? os_ucx_put(p->world, pl, n, (uint64_t)(uintptr_t)pt, p->rkey)
+                 : os_ucx_get(p->world, pl, n, (uint64_t)(uintptr_t)pt, p->rkey);
+        pt += n;
+        pl += n;
+        lt -= n;
+        ll -= n;
+    }
+    w->dirty[op->target] = 1;
+    OS_STAT(w, REMOTE_RDMA, 1);
+    return st;
+}
+
+os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
+{
+    const bool dynamic = w->flavor == OS_FLAVOR_DYNAMIC;
+    if ((op->kind == OS_RMA_PUT || op->kind == OS_RMA_GET) && !dynamic) {
+        os_status_t st = rdma(w, op, taddr);
+        /* An R* request is complete when it returns: the get's data is here
+         * and the put's buffer is free. */
+        if (!st && op->request)
+            st = os_remote_flush(w, op->target);
+        return st;
+    }
+
+    req_hdr_t h = { .op = op->op, .basic = op->ttype->basic,
+                    .esize = (uint32_t)(op->ttype->basic_size ? op->ttype->basic_size : 1) };
+    bool with_data;
+    switch (op->kind) {
+    case OS_RMA_PUT: h.kind = K_PUT; with_data = true; break;
+    case OS_RMA_GET: h.kind = K_GET; with_data = false; break;
+    case OS_RMA_ACC: h.kind = K_ACC; with_data = true; break;
+    case OS_RMA_CAS: h.kind = K_CAS; with_data = true; break;
+    default: h.kind = K_FETCH; with_data = op->op != OS_OP_NO_OP; break;
+    }
+    char *msg = NULL, *fetched = NULL;
+    size_t mlen = 0, total = 0;
+    os_status_t st = build(w, op, taddr, with_data, &msg, &mlen, &h.nruns, &total);
+    if (st)
+        return st;
+    h.bytes = with_data ? total : 0;
+    OS_STAT(w, FALLBACK_AM, 1);
+    if (h.kind == K_ACC && !dynamic) {
+        /* Acknowledged at the next flush: the data went with the message. */
+        st = post_acked(w, op->target, &h, msg, mlen);
+        free(msg);
+        return st;
+    }
+    if (total && h.kind != K_PUT && h.kind != K_ACC && !(fetched = malloc(total))) {
+        free(msg);
+        return OS_ERR(OS_ERR_NOMEM, "reply buffer of %zu bytes", total);
+    }
+    st = call(w, op->target, &h, msg, mlen, fetched, total);
+    if (!st && fetched) {
+        if (h.kind == K_GET)
+            scatter((void *)op->origin, op->otype, op->ocount, fetched, total);
+        else
+            scatter(op->result, op->rtype, op->rcount, fetched, total);
+    }
+    free(msg);
+    free(fetched);
+    return st;
+}
+
+os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b)
+{
+    const uintptr_t base = (uintptr_t)w->peers[target].base;
+    os_status_t st = OS_OK;
+    for (size_t i = 0, j; i < b->n && !st; i = j) {
+        const os_acc_entry_t *e = b->entries;
+        size_t bytes = 0;
+        for (j = i; j < b->n && e[j].op == e[i].op && e[j].basic == e[i].basic; j++)
+            bytes += (size_t)e[j].nelems * b->esize;
+        size_t nruns = j - i, mlen = nruns * sizeof(os_run_t) + bytes;
+        char *m = malloc(mlen);
+        if (!m)
+            return OS_ERR(OS_ERR_NOMEM, "accumulate batch of %zu bytes", mlen);
+        os_run_t *runs = (os_run_t *)m;
+        char *data = m + nruns * sizeof(os_run_t);
+        for (size_t k = i; k < j; k++) {
+            size_t len = (size_t)e[k].nelems * b->esize;
+            runs[k - i] = (os_run_t){ (uint64_t)((uintptr_t)e[k].taddr - base), len };
+            memcpy(data, b->data + e[k].data, len);
+            data += len;
+        }
+        req_hdr_t h = { .kind = K_ACC, .op = e[i].op, .basic = e[i].basic,
+                        .esize = (uint32_t)b->esize, .nruns = (uint32_t)nruns, .bytes = bytes };
+        st = post_acked(w, target, &h, m, mlen);
+        free(m);
+        OS_STAT(w, FALLBACK_AM, 1);
+    }
+    return st;
+}
+
+os_status_t os_remote_flush(os_win_t *w, int target)
+{
+    if (!w->multinode)
+        return OS_OK;
+    os_status_t first = OS_OK;
+    for (int t = target < 0 ? 0 : target; t < (target < 0 ? w->nranks : target + 1); t++) {
+        if (w->peers[t].access != OS_PEER_REMOTE)
+            continue;
+        if (w->dirty[t]) {
+            os_status_t st = os_ucx_flush(w->peers[t].world);
+            if (st && !first)
+                first = st;
+            w->dirty[t] = 0;
+        }
+        os_backoff_t b = OS_BACKOFF_INIT;
+        while (atomic_load_explicit(&w->acks[t], memory_order_acquire) > 0) {
+            progress_hook();
+            os_backoff_wait(&b);
+        }
+    }
+    return first;
+}
+
+os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive)
+{
+    req_hdr_t h = { .kind = K_LOCK, .op = exclusive };
+    OS_STAT(w, LOCK_MANAGER, 1);
+    return call(w, target, &h, NULL, 0, NULL, 0);
+}
+
+os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive)
+{
+    os_status_t st = os_remote_flush(w, target);
+    req_hdr_t h = { .kind = K_UNLOCK, .op = exclusive };
+    os_status_t st2 = call(w, target, &h, NULL, 0, NULL, 0);
+    return st ? st : st2;
+}
+
+os_status_t os_remote_post(os_win_t *w, int origin)
+{
+    req_hdr_t h = { .kind = K_POST };
+    return post_noreply(w, origin, &h);
+}
+
+os_status_t os_remote_complete(os_win_t *w, int target)
+{
+    os_status_t st = os_remote_flush(w, target);
+    req_hdr_t h = { .kind = K_COMPLETE };
+    os_status_t st2 = post_noreply(w, target, &h);
+    return st ? st : st2;
+}
+
+/* ------------------------------------------------------- window lifetime */
+
+os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
+{
+    os_status_t st = OS_OK;
+    uint64_t id = next_id;
+    PMPI_Allreduce(MPI_IN_PLACE, &id, 1, MPI_UINT64_T, MPI_MAX, w->comm);
+    next_id = id + 1;
+    w->id = id;
+    w->dirty = calloc((size_t)w->nranks, 1);
+    w->acks = calloc((size_t)w->nranks, sizeof *w->acks);
+    if (!w->dirty || !w->acks)
+        return OS_ERR(OS_ERR_NOMEM, "window of %d processes", w->nranks);
+
+    /* Registered before anybody can learn our key: no request can arrive
+     * for a window we do not know. */
+    pthread_mutex_lock(&reg_lock);
+    if (reg_n == reg_cap) {
+        int cap = reg_cap ? 2 * reg_cap : 8;
+        os_win_t **r = realloc(reg_wins, sizeof *r * (size_t)cap);
+        if (r) {
+            reg_wins = r;
+            reg_cap = cap;
+        }
+    }
+    if (reg_n < reg_cap)
+        reg_wins[reg_n++] = w;
+    else
+        st = OS_ERR(OS_ERR_NOMEM, "window registry");
+    pthread_mutex_unlock(&reg_lock);
+    if (st)
+        return st;
+
+    /* Keys: dynamic windows are served by request (their regions come and go). */
+    if (w->flavor != OS_FLAVOR_DYNAMIC && bytes && (st = os_ucx_mem_map((void *)base, bytes, &w->reg)))
+        return st;
+    int mylen = (int)w->reg.rkey_len, *lens = malloc(sizeof(int) * (size_t)w->nranks);
+    int *displs = malloc(sizeof(int) * (size_t)w->nranks);
+    uint64_t mybase = (uint64_t)(uintptr_t)base, *bases = malloc(sizeof(uint64_t) * (size_t)w->nranks);
+    if (!lens || !displs || !bases) {
+        free(lens); free(displs); free(bases);
+        return OS_ERR(OS_ERR_NOMEM, "key exchange");
+    }
+    PMPI_Allgather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, w->comm);
+    PMPI_Allgather(&mybase, 1, MPI_UINT64_T, bases, 1, MPI_UINT64_T, w->comm);
+    int total = 0;
+    for (int r = 0; r < w->nranks; r++) {
+        displs[r] = total;
+        total += lens[r];
+    }
+    char *keys = malloc((size_t)total + 1);
+    if (!keys) {
+        free(lens); free(displs); free(bases);
+        return OS_ERR(OS_ERR_NOMEM, "key exchange");
+    }
+    PMPI_Allgatherv(w->reg.rkey_buf, mylen, MPI_BYTE, keys, lens, displs, MPI_BYTE, w->comm);
+    for (int r = 0; r < w->nranks && !st; r++) {
+        os_peer_t *p = &w->peers[r];
+        if (p->access != OS_PEER_REMOTE)
+            continue;
+        if (w->flavor != OS_FLAVOR_DYNAMIC)
+            p->base = (char *)(uintptr_t)bases[r];
+        if (lens[r])
+            st = os_ucx_rkey_unpack(p->world, keys + displs[r], &p->rkey);
+    }
+    free(keys);
+    free(lens);
+    free(displs);
+    free(bases);
+    if (!st && w->cfg.progress)
+        st = os_ucx_progress_thread_start();
+    return st;
+}
+
+void os_remote_win_teardown(os_win_t *w)
+{
+    pthread_mutex_lock(&reg_lock);
+    for (int i = 0; i < reg_n; i++)
+        if (reg_wins[i] == w) {
+            reg_wins[i] = reg_wins[--reg_n];
+            break;
+        }
+    pthread_mutex_unlock(&reg_lock);
+    for (int r = 0; w->peers && r < w->nranks; r++)
+        if (w->peers[r].rkey) {
+            os_ucx_rkey_destroy(w->peers[r].rkey);
+            w->peers[r].rkey = NULL;
+        }
+    os_ucx_mem_unmap(&w->reg);
+    free(w->dirty);
+    free((void *)w->acks);
+    w->dirty = NULL;
+    w->acks = NULL;
+}
+
+void os_remote_stats_sync(os_win_t *w)
+{
+    w->stats.counter[ONESIDED_STAT_AM_SERVED] = atomic_load(&w->served);
+    w->stats.counter[ONESIDED_STAT_AM_SERVED_THREAD] = atomic_load(&w->served_thread);
+    w->stats.counter[ONESIDED_STAT_AM_DEFERRED] = atomic_load(&w->deferred);
+}

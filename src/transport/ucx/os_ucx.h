@@ -1,0 +1,90 @@
+/*
+ * UCX transport: one UCP worker per process, for processes of other (real
+ * or virtual) nodes. RDMA put/get on registered memory, 64-bit network
+ * atomics, and active messages for everything the target must do itself.
+ *
+ * The worker is created in UCS_THREAD_MODE_MULTI: the progress thread and the
+ * application thread may both progress it. Active-message handlers run in
+ * whichever thread progresses; they must not block and must not wait for
+ * other messages. This layer knows nothing about MPI: processes are named by
+ * their index in the address table the caller installs (MPI_COMM_WORLD rank).
+ */
+#ifndef OS_UCX_H
+#define OS_UCX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../util/os_util.h"
+
+/* Create the context and worker; *addr (len bytes) is this worker's address,
+ * to be exchanged with every process and freed with free(). */
+os_status_t os_ucx_init(void **addr, size_t *len);
+bool os_ucx_active(void);
+/* Install every process's worker address: n entries, entry i at addrs+off[i]
+ * with len[i] bytes. Copied; endpoints are created on first use. */
+os_status_t os_ucx_set_peers(int n, const char *addrs, const size_t *off, const size_t *len);
+/* Teardown in steps, so that the caller can keep every process progressing
+ * until all are done: stop the progress thread and flush; start closing
+ * every endpoint; progress (true once this process's closes completed; a
+ * peer's closes need our progress too, so keep calling it until all peers
+ * are done); destroy the worker. */
+void os_ucx_quiesce(void);
+void os_ucx_close_start(void);
+bool os_ucx_progress_closing(void);
+void os_ucx_finalize(void);
+
+/* Memory registration: a handle and its packed remote key. */
+typedef struct {
+    void *memh;
+    void *rkey_buf;
+    size_t rkey_len;
+} os_ucx_reg_t;
+os_status_t os_ucx_mem_map(void *addr, size_t len, os_ucx_reg_t *reg);
+void os_ucx_mem_unmap(os_ucx_reg_t *reg);
+/* Unpack process `peer`'s packed key; *rkey is an opaque ucp_rkey_h. */
+os_status_t os_ucx_rkey_unpack(int peer, const void *buf, void **rkey);
+void os_ucx_rkey_destroy(void *rkey);
+
+/* Nonblocking RDMA; complete (remotely, and the get's data arrived) after
+ * os_ucx_flush of that peer. The buffers must stay valid until then. */
+os_status_t os_ucx_put(int peer, const void *buf, size_t len, uint64_t raddr, void *rkey);
+os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rkey);
+/* Blocking 64-bit network atomic: op is one of OS_UCX_AMO_*; for CSWAP,
+ * *result holds the compare value on entry. *result gets the old value. */
+enum { OS_UCX_AMO_ADD, OS_UCX_AMO_SWAP, OS_UCX_AMO_CSWAP, OS_UCX_AMO_AND, OS_UCX_AMO_OR,
+       OS_UCX_AMO_XOR };
+os_status_t os_ucx_atomic(int peer, int op, uint64_t value, uint64_t *result, uint64_t raddr,
+                          void *rkey);
+/* Remote completion of everything issued to `peer` (all peers when peer < 0). */
+os_status_t os_ucx_flush(int peer);
+
+/* Active messages: handler(arg, header, hlen, data, dlen), run during
+ * progress. Sending copies header and data and never blocks; messages from
+ * one process to another arrive in the order they were sent only if the
+ * caller waits for replies (this layer promises no ordering). */
+/* `reply` names the connection the message came in on (requests are sent
+ * with a reply path): answers go back on it with os_ucx_am_reply, so a
+ * handler never has to open a connection of its own. */
+typedef void (*os_ucx_am_fn)(void *arg, void *reply, const void *hdr, size_t hlen,
+                             const void *data, size_t dlen);
+os_status_t os_ucx_am_register(unsigned id, os_ucx_am_fn fn, void *arg);
+os_status_t os_ucx_am_send(int peer, unsigned id, const void *hdr, size_t hlen,
+                           const void *data, size_t dlen);
+os_status_t os_ucx_am_reply(void *reply, unsigned id, const void *hdr, size_t hlen,
+                            const void *data, size_t dlen);
+
+/* Progress the worker once, then run the idle hook; returns events seen. */
+unsigned os_ucx_progress(void);
+/* A function run after every progress round, in any thread (the lock manager
+ * retries its waiting requests there). */
+void os_ucx_set_idle_hook(void (*fn)(void));
+/* The progress thread: serves active messages while the application
+ * computes. Sleeps on the worker's event descriptor when there is nothing to
+ * do, so it does not take a core away. */
+os_status_t os_ucx_progress_thread_start(void);
+bool os_ucx_progress_thread_running(void);
+/* True in the progress thread. */
+bool os_ucx_in_progress_thread(void);
+
+#endif

@@ -1,0 +1,481 @@
+/* UCX transport: context, worker, endpoints, RDMA, atomics, active
+ * messages and the progress thread. */
+#include "os_ucx.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <ucp/api/ucp.h>
+
+#define MAX_AM_IDS 16
+
+static struct {
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    int npeers;
+    char *addrs;       /* every process's worker address */
+    size_t *off, *len;
+    ucp_ep_h *eps;     /* created on first use */
+    pthread_mutex_t ep_lock;
+    struct { os_ucx_am_fn fn; void *arg; } am[MAX_AM_IDS];
+    void (*idle_hook)(void);
+    pthread_t thread;
+    bool thread_running;
+    _Atomic bool stop;
+} U = { .ep_lock = PTHREAD_MUTEX_INITIALIZER };
+
+static __thread bool in_progress_thread;
+
+static os_status_t ucs_err(ucs_status_t s, const char *what)
+{
+    return OS_ERR(OS_ERR_OTHER, "UCX: %s: %s", what, ucs_status_string(s));
+}
+
+bool os_ucx_active(void)
+{
+    return U.worker != NULL;
+}
+
+os_status_t os_ucx_init(void **addr, size_t *len)
+{
+    ucp_config_t *config;
+    /* ONESIDED_UCX_* variables configure our context apart from the host
+     * MPI's (UCX_* variables apply to both). */
+    ucs_status_t s = ucp_config_read("ONESIDED", NULL, &config);
+    if (s != UCS_OK)
+        return ucs_err(s, "reading the configuration");
+    ucp_params_t params = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES,
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+    };
+    s = ucp_init(&params, config, &U.ctx);
+    ucp_config_release(config);
+    if (s != UCS_OK)
+        return ucs_err(s, "ucp_init");
+    /* Two threads progress the worker: the application's and ours. */
+    ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                               .thread_mode = UCS_THREAD_MODE_MULTI };
+    s = ucp_worker_create(U.ctx, &wp, &U.worker);
+    if (s != UCS_OK) {
+        ucp_cleanup(U.ctx);
+        U.ctx = NULL;
+        return ucs_err(s, "ucp_worker_create");
+    }
+    ucp_address_t *a;
+    s = ucp_worker_get_address(U.worker, &a, len);
+    if (s != UCS_OK)
+        return ucs_err(s, "ucp_worker_get_address");
+    *addr = malloc(*len);
+    if (!*addr) {
+        ucp_worker_release_address(U.worker, a);
+        return OS_ERR(OS_ERR_NOMEM, "worker address of %zu bytes", *len);
+    }
+    memcpy(*addr, a, *len);
+    ucp_worker_release_address(U.worker, a);
+    return OS_OK;
+}
+
+os_status_t os_ucx_set_peers(int n, const char *addrs, const size_t *off, const size_t *len)
+{
+    size_t total = n ? off[n - 1] + len[n - 1] : 0;
+    U.addrs = malloc(total ? total : 1);
+    U.off = malloc(sizeof *U.off * (size_t)n);
+    U.len = malloc(sizeof *U.len * (size_t)n);
+    U.eps = calloc((size_t)n, sizeof *U.eps);
+    if (!U.addrs || !U.off || !U.len || !U.eps)
+        return OS_ERR(OS_ERR_NOMEM, "address table of %d processes", n);
+    memcpy(U.addrs, addrs, total);
+    memcpy(U.off, off, sizeof *off * (size_t)n);
+    memcpy(U.len, len, sizeof *len * (size_t)n);
+    U.npeers = n;
+    return OS_OK;
+}
+
+static os_status_t endpoint(int peer, ucp_ep_h *ep)
+{
+    os_status_t st = OS_OK;
+    if (peer < 0 || peer >= U.npeers)
+        return OS_ERR(OS_ERR_RANK, "UCX: no address for process %d", peer);
+    if ((*ep = U.eps[peer]))
+        return OS_OK;
+    pthread_mutex_lock(&U.ep_lock);
+    if (!U.eps[peer]) {
+        ucp_ep_params_t ep_params = {
+            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
+            .address = (const ucp_address_t *)(U.addrs + U.off[peer]),
+        };
+        ucs_status_t s = ucp_ep_create(U.worker, &ep_params, &U.eps[peer]);
+        if (s != UCS_OK)
+            st = ucs_err(s, "ucp_ep_create");
+    }
+    *ep = U.eps[peer];
+    pthread_mutex_unlock(&U.ep_lock);
+    return st;
+}
+
+/* Wait for a request, progressing; frees it. */
+static os_status_t wait_req(void *req, const char *what)
+{
+    if (req == NULL)
+        return OS_OK;
+    if (UCS_PTR_IS_ERR(req))
+        return ucs_err(UCS_PTR_STATUS(req), what);
+    os_backoff_t b = OS_BACKOFF_INIT;
+    ucs_status_t s;
+    while ((s = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+        if (!os_ucx_progress())
+            os_backoff_wait(&b);
+    }
+    ucp_request_free(req);
+    return s == UCS_OK ? OS_OK : ucs_err(s, what);
+}
+
+/* Let a nonblocking request finish on its own; flush completes it. */
+static os_status_t release_req(void *req, const char *what)
+{
+    if (req == NULL)
+        return OS_OK;
+    if (UCS_PTR_IS_ERR(req))
+        return ucs_err(UCS_PTR_STATUS(req), what);
+    ucp_request_free(req);
+    return OS_OK;
+}
+
+void os_ucx_quiesce(void)
+{
+    if (!U.worker)
+        return;
+    if (U.thread_running) {
+        atomic_store(&U.stop, true);
+        ucp_worker_signal(U.worker);
+        pthread_join(U.thread, NULL);
+        U.thread_running = false;
+    }
+    (void)os_ucx_flush(-1);
+}
+
+static void **closing;
+
+void os_ucx_close_start(void)
+{
+    closing = calloc((size_t)U.npeers + 1, sizeof *closing);
+    for (int i = 0; i < U.npeers; i++) {
+        if (!U.eps[i])
+            continue;
+        ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = 0 };
+        void *req = ucp_ep_close_nbx(U.eps[i], &p);
+        U.eps[i] = NULL;
+        if (req && !UCS_PTR_IS_ERR(req)) {
+            if (closing)
+                closing[i] = req;
+            else
+                ucp_request_free(req);
+        }
+    }
+}
+
+bool os_ucx_progress_closing(void)
+{
+    bool done = true;
+    ucp_worker_progress(U.worker);
+    for (int i = 0; closing && i < U.npeers; i++) {
+        if (!closing[i])
+            continue;
+        if (ucp_request_check_status(closing[i]) == UCS_INPROGRESS) {
+            done = false;
+            continue;
+        }
+        ucp_request_free(closing[i]);
+        closing[i] = NULL;
+    }
+    return done;
+}
+
+void os_ucx_finalize(void)
+{
+    if (!U.worker)
+        return;
+    os_ucx_quiesce();
+    free(closing);
+    closing = NULL;
+    ucp_worker_destroy(U.worker);
+    ucp_cleanup(U.ctx);
+    free(U.addrs);
+    free(U.off);
+    free(U.len);
+    free(U.eps);
+    U.worker = NULL;
+    U.ctx = NULL;
+    U.npeers = 0;
+}
+
+/* ------------------------------------------------------------ memory */
+
+os_status_t os_ucx_mem_map(void *addr, size_t len, os_ucx_reg_t *reg)
+{
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .address = addr,
+        .length = len ? len : 1,
+    };
+    ucp_mem_h memh;
+    ucs_status_t s = ucp_mem_map(U.ctx, &mp, &memh);
+    if (s != UCS_OK)
+        return ucs_err(s, "ucp_mem_map");
+    void *buf;
+    size_t blen;
+    s = ucp_rkey_pack(U.ctx, memh, &buf, &blen);
+    if (s != UCS_OK) {
+        ucp_mem_unmap(U.ctx, memh);
+        return ucs_err(s, "ucp_rkey_pack");
+    }
+    reg->memh = memh;
+    reg->rkey_buf = buf;
+    reg->rkey_len = blen;
+    return OS_OK;
+}
+
+void os_ucx_mem_unmap(os_ucx_reg_t *reg)
+{
+    if (reg->rkey_buf)
+        ucp_rkey_buffer_release(reg->rkey_buf);
+    if (reg->memh)
+        ucp_mem_unmap(U.ctx, reg->memh);
+    reg->memh = reg->rkey_buf = NULL;
+}
+
+os_status_t os_ucx_rkey_unpack(int peer, const void *buf, void **rkey)
+{
+    ucp_ep_h ep;
+    os_status_t st = endpoint(peer, &ep);
+    if (st)
+        return st;
+    ucs_status_t s = ucp_ep_rkey_unpack(ep, buf, (ucp_rkey_h *)rkey);
+    return s == UCS_OK ? OS_OK : ucs_err(s, "ucp_ep_rkey_unpack");
+}
+
+void os_ucx_rkey_destroy(void *rkey)
+{
+    if (rkey)
+        ucp_rkey_destroy(rkey);
+}
+
+/* -------------------------------------------------------- RDMA, atomics */
+
+os_status_t os_ucx_put(int peer, const void *buf, size_t len, uint64_t raddr, void *rkey)
+{
+    ucp_ep_h ep;
+    os_status_t st = endpoint(peer, &ep);
+    if (st)
+        return st;
+    ucp_request_param_t p = { .op_attr_mask = 0 };
+    return release_req(ucp_put_nbx(ep, buf, len, raddr, rkey, &p), "ucp_put_nbx");
+}
+
+os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rkey)
+{
+    ucp_ep_h ep;
+    os_status_t st = endpoint(peer, &ep);
+    if (st)
+        return st;
+    ucp_request_param_t p = { .op_attr_mask = 0 };
+    return release_req(ucp_get_nbx(ep, buf, len, raddr, rkey, &p), "ucp_get_nbx");
+}
+
+os_status_t os_ucx_atomic(int peer, int op, uint64_t value, uint64_t *result, uint64_t raddr,
+                          void *rkey)
+{
+    static const ucp_atomic_op_t ops[] = { UCP_ATOMIC_OP_ADD, UCP_ATOMIC_OP_SWAP,
+                                           UCP_ATOMIC_OP_CSWAP, UCP_ATOMIC_OP_AND,
+                                           UCP_ATOMIC_OP_OR, UCP_ATOMIC_OP_XOR };
+    ucp_ep_h ep;
+    os_status_t st = endpoint(peer, &ep);
+    if (st)
+        return st;
+    /* CSWAP: the reply buffer carries the swap value in and the old value
+     * out, while `buffer` is the compare value; our callers pass the compare
+     * value in *result and the new value in `value`, so swap the roles. */
+    uint64_t buffer = value, reply = result ? *result : 0;
+    if (op == OS_UCX_AMO_CSWAP) {
+        buffer = reply;
+        reply = value;
+    }
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | (result ? UCP_OP_ATTR_FIELD_REPLY_BUFFER : 0),
+        .datatype = ucp_dt_make_contig(8),
+        .reply_buffer = &reply,
+    };
+    st = wait_req(ucp_atomic_op_nbx(ep, ops[op], &buffer, 1, raddr, rkey, &p),
+                  "ucp_atomic_op_nbx");
+    if (!st && result)
+        *result = reply;
+    return st;
+}
+
+os_status_t os_ucx_flush(int peer)
+{
+    ucp_request_param_t p = { .op_attr_mask = 0 };
+    if (peer < 0)
+        return wait_req(ucp_worker_flush_nbx(U.worker, &p), "ucp_worker_flush_nbx");
+    if (peer >= U.npeers || !U.eps[peer])
+        return OS_OK; /* nothing was ever sent there */
+    return wait_req(ucp_ep_flush_nbx(U.eps[peer], &p), "ucp_ep_flush_nbx");
+}
+
+/* ------------------------------------------------------ active messages */
+
+static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, void *data,
+                          size_t length, const ucp_am_recv_param_t *param)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        /* Every sender forces the eager protocol; a rendezvous here is a bug. */
+        os_log(1, "UCX: active message %u arrived by rendezvous; dropped", id);
+        return UCS_OK;
+    }
+    void *reply = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
+    U.am[id].fn(U.am[id].arg, reply, header, header_length, data, length);
+    return UCS_OK;
+}
+
+os_status_t os_ucx_am_register(unsigned id, os_ucx_am_fn fn, void *arg)
+{
+    if (id >= MAX_AM_IDS)
+        return OS_ERR(OS_ERR_OTHER, "UCX: active message id %u out of range", id);
+    U.am[id].fn = fn;
+    U.am[id].arg = arg;
+    ucp_am_handler_param_t hp = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+        .id = id,
+        .cb = am_cb,
+        .arg = (void *)(uintptr_t)id,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+    };
+    ucs_status_t s = ucp_worker_set_am_recv_handler(U.worker, &hp);
+    return s == UCS_OK ? OS_OK : ucs_err(s, "ucp_worker_set_am_recv_handler");
+}
+
+static void am_sent(void *request, ucs_status_t status, void *user_data)
+{
+    if (status != UCS_OK)
+        os_log(1, "UCX: active message send failed: %s", ucs_status_string(status));
+    free(user_data);
+    ucp_request_free(request);
+}
+
+static os_status_t am_send_ep(ucp_ep_h ep, unsigned id, const void *hdr, size_t hlen,
+                              const void *data, size_t dlen);
+
+os_status_t os_ucx_am_send(int peer, unsigned id, const void *hdr, size_t hlen,
+                           const void *data, size_t dlen)
+{
+    ucp_ep_h ep;
+    os_status_t st = endpoint(peer, &ep);
+    if (st)
+        return st;
+    return am_send_ep(ep, id, hdr, hlen, data, dlen);
+}
+
+os_status_t os_ucx_am_reply(void *reply, unsigned id, const void *hdr, size_t hlen,
+                            const void *data, size_t dlen)
+{
+    if (!reply)
+        return OS_ERR(OS_ERR_OTHER, "UCX: a message to answer came without a reply path");
+    return am_send_ep(reply, id, hdr, hlen, data, dlen);
+}
+
+static os_status_t am_send_ep(ucp_ep_h ep, unsigned id, const void *hdr, size_t hlen,
+                              const void *data, size_t dlen)
+{
+    /* One copy, freed on completion: callers (handlers among them) never wait. */
+    char *buf = malloc(hlen + dlen + 1);
+    if (!buf)
+        return OS_ERR(OS_ERR_NOMEM, "active message of %zu bytes", hlen + dlen);
+    memcpy(buf, hdr, hlen);
+    if (dlen)
+        memcpy(buf + hlen, data, dlen);
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA,
+        .flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY,
+        .cb.send = am_sent,
+        .user_data = buf,
+    };
+    void *req = ucp_am_send_nbx(ep, id, buf, hlen, buf + hlen, dlen, &p);
+    if (req == NULL) {
+        free(buf);
+        return OS_OK;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        free(buf);
+        return ucs_err(UCS_PTR_STATUS(req), "ucp_am_send_nbx");
+    }
+    return OS_OK;
+}
+
+/* ------------------------------------------------------------ progress */
+
+unsigned os_ucx_progress(void)
+{
+    /* One thread progresses the worker: the progress thread when it runs.
+     * (With two threads progressing, UCX 1.13's TCP transport left messages
+     * undelivered under load.) Other threads only wait for it. */
+    if (U.thread_running && !in_progress_thread)
+        return 0;
+    unsigned n = U.worker ? ucp_worker_progress(U.worker) : 0;
+    if (U.idle_hook)
+        U.idle_hook();
+    return n;
+}
+
+void os_ucx_set_idle_hook(void (*fn)(void))
+{
+    U.idle_hook = fn;
+}
+
+static void *progress_main(void *arg)
+{
+    (void)arg;
+    in_progress_thread = true;
+    unsigned idle = 0;
+    while (!atomic_load_explicit(&U.stop, memory_order_acquire)) {
+        if (os_ucx_progress()) {
+            idle = 0;
+            continue;
+        }
+        /* Stay awake a little after activity (a reply is often followed by
+         * the next request), then nap. We do not sleep on the worker's event
+         * descriptor: over TCP, arming it raced with arriving data and left
+         * requests unserved; a short nap bounds the delay instead, and costs
+         * little CPU on an oversubscribed node. */
+        if (++idle < 64)
+            sched_yield();
+        else
+            usleep(idle < 1024 ? 20 : 200);
+    }
+    return NULL;
+}
+
+os_status_t os_ucx_progress_thread_start(void)
+{
+    if (U.thread_running || !U.worker)
+        return OS_OK;
+    atomic_store(&U.stop, false);
+    if (pthread_create(&U.thread, NULL, progress_main, NULL))
+        return OS_ERR(OS_ERR_OTHER, "cannot start the progress thread");
+    U.thread_running = true;
+    return OS_OK;
+}
+
+bool os_ucx_progress_thread_running(void)
+{
+    return U.thread_running;
+}
+
+bool os_ucx_in_progress_thread(void)
+{
+    return in_progress_thread;
+}
