@@ -13,7 +13,8 @@
  *                   000, Figure 4) and grants it by reply
  *   post, complete  one message each, counted into the same shared counters
  *                   that origins of the target's own node update
- *   fence           operations flushed, then one barrier
+ *   fence           operations flushed, then one allreduce (and, when some
+ *                   process queued operations, those and one barrier; sync.c)
  *
  * Requests are served during progress: by the progress thread, or by any
  * wait of the target process. Serving never blocks, because it may run

@@ -3,10 +3,11 @@
  * or virtual) nodes. RDMA put/get on registered memory, 64-bit network
  * atomics, and active messages for everything the target must do itself.
  *
- * The worker is created in UCS_THREAD_MODE_MULTI: the progress thread and the
- * application thread may both progress it. Active-message handlers run in
- * whichever thread progresses; they must not block and must not wait for
- * other messages. This layer knows nothing about MPI: processes are named by
+ * The worker is created in UCS_THREAD_MODE_MULTI: the application thread
+ * sends while the progress thread, when it runs, is the one thread that
+ * progresses it (otherwise the application thread progresses it while it
+ * waits). Active-message handlers run in the progressing thread; they must
+ * not block and must not wait for other messages. This layer knows nothing about MPI: processes are named by
  * their index in the address table the caller installs (MPI_COMM_WORLD rank).
  */
 #ifndef OS_UCX_H
