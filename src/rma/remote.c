@@ -161,7 +161,10 @@ static void on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const
     (void)arg;
     (void)reply;
     (void)hlen;
-    const reply_hdr_t *r = hdr;
+    /* Headers arrive 4-byte aligned: read them through an aligned copy. */
+    reply_hdr_t copy;
+    memcpy(&copy, hdr, sizeof copy);
+    const reply_hdr_t *r = &copy;
     OS_DEBUG("reply token %llx ack %d", (unsigned long long)r->token, r->ack);
     if (r->ack) {
         atomic_fetch_sub_explicit((_Atomic int64_t *)(uintptr_t)r->token, 1,
@@ -355,7 +358,9 @@ static void on_request(void *arg, void *reply, const void *hdr, size_t hlen, con
 {
     (void)arg;
     (void)hlen;
-    const req_hdr_t *h = hdr;
+    req_hdr_t copy;
+    memcpy(&copy, hdr, sizeof copy);
+    const req_hdr_t *h = &copy;
     OS_DEBUG("request kind %d from rank %d token %llx", h->kind, h->src,
              (unsigned long long)h->token);
     pthread_mutex_lock(&reg_lock);
