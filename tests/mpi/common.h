@@ -42,6 +42,15 @@ static int t_finish(const char *name)
     return fails ? 1 : 0;
 }
 
+/* Virtual nodes (ONESIDED_NODE_SIZE) smaller than the job: some peers are
+ * reached over the network. Returns the node size, or 0 when all share one. */
+static inline int t_virtual_node_size(void)
+{
+    const char *v = getenv("ONESIDED_NODE_SIZE");
+    int k = v ? atoi(v) : 0;
+    return k > 0 && k < t_size ? k : 0;
+}
+
 /* The window flavors every test runs over. */
 /* F_CREATE is MPI_Win_create over malloc'd memory (reached by CMA),
  * F_ALLOCMEM over MPI_Alloc_mem memory (mapped by every process). */

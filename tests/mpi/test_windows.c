@@ -313,12 +313,11 @@ static void access_paths(void)
         uint64_t cma = s.counter[ONESIDED_STAT_FALLBACK_CMA];
         uint64_t mutex = s.counter[ONESIDED_STAT_FALLBACK_ACC_MUTEX];
         uint64_t atomic = s.counter[ONESIDED_STAT_ACC_ATOMIC_ELEMS];
-        const char *vnode = getenv("ONESIDED_NODE_SIZE");
-        if (vnode && atoi(vnode) > 0 && atoi(vnode) < t_size) {
+        if (t_virtual_node_size()) {
             /* Virtual nodes: the right neighbour may be on another node. */
             uint64_t rdma = s.counter[ONESIDED_STAT_REMOTE_RDMA];
             uint64_t am = s.counter[ONESIDED_STAT_FALLBACK_AM];
-            if (atoi(vnode) == 1)
+            if (t_virtual_node_size() == 1)
                 CHECK(rdma == 1 && am == 1, "virtual nodes of 1: rdma %llu am %llu",
                       (unsigned long long)rdma, (unsigned long long)am);
         } else if (f == F_ALLOCMEM)
