@@ -89,10 +89,16 @@ typedef enum {
     ONESIDED_STAT_REMOTE_RDMA,      /* puts and gets to another node done by RDMA (UCX) */
     ONESIDED_STAT_FALLBACK_AM,      /* operations to another node carried out by the target on
                                        request (active message): accumulates, dynamic windows */
-    ONESIDED_STAT_LOCK_MANAGER,     /* lock requests sent to another node's lock manager */
+    ONESIDED_STAT_LOCK_MANAGER,     /* lock requests sent to a lock manager (two-sided) */
     ONESIDED_STAT_AM_SERVED,        /* requests of other nodes this process served as a target */
     ONESIDED_STAT_AM_SERVED_THREAD, /* ... of which its progress thread served */
     ONESIDED_STAT_AM_DEFERRED,      /* ... of which had to wait for a local lock and were retried */
+    ONESIDED_STAT_LOCK_NETWORK,     /* locks taken with network atomics on the lock word */
+    ONESIDED_STAT_LOCK_NET_RETRIES, /* ... network lock attempts that found it held and backed off */
+    ONESIDED_STAT_LOCK_TO_NETWORK,  /* this process's hybrid lock migrated to network mode */
+    ONESIDED_STAT_LOCK_TO_CPU,      /* ... migrated back to CPU mode */
+    ONESIDED_STAT_ACC_DIRECT,       /* accumulates to another node done by one network atomic
+                                       (direct accumulate, accumulate_ops=same_op[_no_op]) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -189,7 +189,8 @@ const char *onesided_stat_name(int stat)
         "flushes", "acc_atomic_elems", "acc_exclusive_elems", "fallback_cma",
         "fallback_acc_mutex", "fallback_fence_deferred", "fallback_packed", "acc_bulk_elems", "acc_coalesced",
         "acc_batches", "remote_rdma", "fallback_am", "lock_manager", "am_served",
-        "am_served_by_thread", "am_deferred",
+        "am_served_by_thread", "am_deferred", "lock_network", "lock_net_retries",
+        "lock_to_network", "lock_to_cpu", "acc_direct",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

@@ -22,6 +22,7 @@
 #include "../util/os_util.h"
 #include "os_dtype.h"
 #include "os_lock.h"
+#include "os_netlock.h"
 #include "os_reduce.h"
 
 typedef enum { OS_FLAVOR_CREATE, OS_FLAVOR_ALLOCATE, OS_FLAVOR_SHARED, OS_FLAVOR_DYNAMIC } os_flavor_t;
@@ -45,6 +46,13 @@ enum {
     OS_T_LOCK_EXCL,
     OS_T_LOCK_NOCHECK = 8, /* flag: lock granted by assertion, no lock word taken */
 };
+
+/* How a held lock was taken (os_win_t.lock_how), so that unlock undoes it. */
+typedef enum {
+    OS_HOLD_CPU,     /* the CPU ticket lock, by this process */
+    OS_HOLD_MANAGER, /* the CPU ticket lock, by the target's lock manager for us */
+    OS_HOLD_NET,     /* the network lock word */
+} os_lock_hold_t;
 
 /* How this process reaches a peer's window memory: mapped, by CMA system
  * calls (same node, not mapped), or over the network (another node). */
@@ -91,6 +99,11 @@ typedef struct {
     _Alignas(OS_CACHELINE) _Atomic uint64_t pscw_done; /* MPI_Win_complete calls received */
     _Alignas(OS_CACHELINE) _Atomic uint64_t dyn_version; /* seqlock: odd while regions change */
     _Atomic uint64_t dyn_count;
+    /* The hybrid lock (os_netlock.h): the mode the node's lockers read
+     * (OS_LOCKMODE_*), and how many of them used the network word since the
+     * lock migrated there (the history policy's count). */
+    _Alignas(OS_CACHELINE) _Atomic uint64_t lock_mode;
+    _Atomic uint64_t lock_local_count;
 } os_rank_ctl_t;
 
 typedef struct {
@@ -191,6 +204,15 @@ typedef struct os_win {
     uint8_t *dirty;          /* [nranks] RDMA issued since the last flush */
     _Atomic int64_t *acks;   /* [nranks] accumulates sent and not yet acknowledged */
     _Atomic uint64_t served, served_thread, deferred; /* requests served as a target */
+    /* passive-target locks of a window spanning nodes (remote.c) */
+    _Atomic uint64_t *netword; /* this process's network lock word (UCX memory) */
+    os_ucx_reg_t netreg;
+    uint64_t *nl_addr;         /* [nranks] every process's lock word... */
+    void **nl_rkey;            /* ... and key: the node's own lockers use it too */
+    os_hyb_mgr_t hyb;          /* this process's hybrid lock manager (under remote.c's lock) */
+    bool hyb_ready;
+    uint8_t *lock_how;         /* [nranks] os_lock_hold_t of each held lock */
+    uint64_t lock_rng;         /* the random policy's state, on the locking side */
 
     /* operations queued to the closing fence */
     os_rma_op_t *queue;
@@ -256,7 +278,10 @@ void os_remote_win_teardown(os_win_t *w);
 os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr);
 /* Remote completion of everything issued to target (all when target < 0). */
 os_status_t os_remote_flush(os_win_t *w, int target);
-os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive);
+/* Passive-target locks of a window spanning nodes, for every target (the
+ * node's own too): the design of w->cfg.lock. *contended is set when the
+ * lock was not free. */
+os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive, bool *contended);
 os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive);
 os_status_t os_remote_post(os_win_t *w, int origin);
 /* Send a batch of coalesced accumulates (coalesce.c) to another node. */

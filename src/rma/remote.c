@@ -8,9 +8,14 @@
  *   fetch_and_op,   the target applies it to its own memory with the same
  *   compare_and_swap CPU atomics or mutex its node's origins use, so every
  *                   origin stays atomic with every other
- *   lock/unlock     requests to the target's lock manager, which takes the
- *                   target's CPU ticket lock on the origin's behalf (paper
- *                   000, Figure 4) and grants it by reply
+ *   lock/unlock     three designs (ONESIDED_LOCK; paper 000), for every
+ *                   locker of a window spanning nodes, the node's own too:
+ *                   manager: a request to the target's lock manager, which
+ *                   takes the target's CPU ticket lock on the origin's behalf
+ *                   and grants it by reply; network: network atomics on the
+ *                   target's lock word (os_netlock.h); hybrid: the node's
+ *                   lockers use the CPU lock and the others the network word,
+ *                   and the lock migrates between them through the manager
  *   post, complete  one message each, counted into the same shared counters
  *                   that origins of the target's own node update
  *   fence           operations flushed, then one allreduce (and, when some
@@ -50,13 +55,19 @@ typedef struct {
     uint64_t token;
     int32_t status; /* os_status_t at the target */
     uint8_t ack;    /* token is an _Atomic int64_t counter to decrement */
-    uint8_t pad[3];
+    uint8_t grant;  /* K_LOCK: grant_t */
+    uint8_t pad[2];
 } reply_hdr_t;
+
+/* How the lock manager answered a lock request (K_LOCK's `basic` is 1 for a
+ * hybrid request, one that found the network word parked). */
+typedef enum { GRANT_CPU, GRANT_NET, GRANT_RETRY } grant_t;
 
 /* An origin waiting for one reply. */
 typedef struct {
     _Atomic int done;
     int32_t status;
+    uint8_t grant;
     char *buf;
     size_t cap;
 } reply_slot_t;
@@ -74,11 +85,22 @@ typedef struct pending {
     void *reply;      /* the connection to answer on */
     req_hdr_t h;
     uint16_t ticket;  /* K_LOCK: the ticket drawn on the target's lock */
+    uint8_t wait;     /* K_LOCK: wait_t */
     size_t dlen;
     char data[];
 } pending_t;
 static pending_t *pending_head, **pending_tail = &pending_head;
 static _Atomic int npending;
+/* Hybrid managers away from CPU mode: they must be polled even with no
+ * request kept (a migration back starts when a local locker waits). */
+static _Atomic int hyb_busy;
+
+/* What a kept lock request waits for. */
+typedef enum {
+    WAIT_TICKET,    /* its ticket on the CPU lock: then GRANT_CPU */
+    WAIT_MIGRATED,  /* the migration it started: then GRANT_NET */
+    WAIT_MIGRATION, /* the end of somebody else's migration: then GRANT_RETRY */
+} wait_t;
 
 static os_win_t *find_win(uint64_t id)
 {
@@ -112,13 +134,13 @@ static void send_now(void *reply, const reply_hdr_t *r, const void *data, size_t
         os_log(1, "cannot answer a request: %s", os_status_name(s));
 }
 
-static void send_reply(void *reply, const req_hdr_t *h, os_status_t st, const void *data,
-                       size_t dlen)
+static void send_reply_grant(void *reply, const req_hdr_t *h, os_status_t st, uint8_t grant,
+                             const void *data, size_t dlen)
 {
     if (!h->token)
         return;
     OS_DEBUG("reply kind %d to rank %d token %llx", h->kind, h->src, (unsigned long long)h->token);
-    reply_hdr_t r = { .token = h->token, .status = st, .ack = h->ack };
+    reply_hdr_t r = { .token = h->token, .status = st, .ack = h->ack, .grant = grant };
     if (!hold_replies) {
         send_now(reply, &r, data, dlen);
         return;
@@ -135,6 +157,12 @@ static void send_reply(void *reply, const req_hdr_t *h, os_status_t st, const vo
         memcpy(o->data, data, dlen);
     o->next = outbox;
     outbox = o;
+}
+
+static void send_reply(void *reply, const req_hdr_t *h, os_status_t st, const void *data,
+                       size_t dlen)
+{
+    send_reply_grant(reply, h, st, GRANT_CPU, data, dlen);
 }
 
 static void flush_outbox(void)
@@ -175,6 +203,7 @@ static void on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const
     if (slot->buf && dlen)
         memcpy(slot->buf, data, dlen < slot->cap ? dlen : slot->cap);
     slot->status = r->status;
+    slot->grant = r->grant;
     atomic_store_explicit(&slot->done, 1, memory_order_release);
 }
 
@@ -276,9 +305,22 @@ static bool serve_op_aligned(os_win_t *w, void *reply, const req_hdr_t *h, const
     return true;
 }
 
+/* The hybrid manager's step, keeping hyb_busy up to date. */
+static os_hyb_event_t hyb_poll(os_win_t *w)
+{
+    os_hyb_event_t ev = os_hyb_poll(&w->hyb);
+    if (ev == OS_HYB_EV_CPU_READY)
+        atomic_fetch_sub_explicit(&hyb_busy, 1, memory_order_relaxed);
+    return ev;
+}
+
 /* A lock request's turn has come when its ticket is served. */
 static bool lock_ready(os_win_t *w, pending_t *p)
 {
+    if (p->wait == WAIT_MIGRATED)
+        return w->hyb.state != OS_HYB_TO_NET;
+    if (p->wait == WAIT_MIGRATION)
+        return w->hyb.state == OS_HYB_CPU || w->hyb.state == OS_HYB_NET;
     os_lockword_t *l = &w->ctl[w->rank].lock;
     if (p->h.op) /* exclusive */
         return os_lock_excl_ready(l, p->ticket);
@@ -286,6 +328,11 @@ static bool lock_ready(os_win_t *w, pending_t *p)
         return false;
     os_lock_bump(l, 0, 1); /* admit the next ticket if it is a reader */
     return true;
+}
+
+static uint8_t grant_of(const pending_t *p)
+{
+    return p->wait == WAIT_MIGRATED ? GRANT_NET : p->wait == WAIT_MIGRATION ? GRANT_RETRY : GRANT_CPU;
 }
 
 /* Serve a request now or keep it; called with reg_lock held. */
@@ -304,10 +351,33 @@ static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data
         p->h = *h;
         p->reply = reply;
         p->dlen = 0;
-        p->ticket = os_lock_ticket(&w->ctl[w->rank].lock);
+        p->wait = WAIT_TICKET;
         count_served(w);
+        if (h->basic && w->hyb_ready) {
+            /* Hybrid: the requester found the network word parked. Migrate
+             * only with a progress thread: in network mode the node's own
+             * lockers need this process to bring the lock back. */
+            os_hyb_state_t before = w->hyb.state;
+            os_hyb_reply_t r = os_hyb_request(&w->hyb, h->op, os_ucx_progress_thread_running(),
+                                              (os_lock_policy_t)w->cfg.lock_policy,
+                                              (unsigned)w->cfg.lock_streak);
+            if (before == OS_HYB_CPU && w->hyb.state != OS_HYB_CPU)
+                atomic_fetch_add_explicit(&hyb_busy, 1, memory_order_relaxed);
+            if (r == OS_HYB_R_RETRY) {
+                send_reply_grant(reply, h, OS_OK, GRANT_RETRY, NULL, 0);
+                free(p);
+                return;
+            }
+            p->ticket = os_hyb_last_ticket(&w->hyb);
+            p->wait = r == OS_HYB_R_MANAGER ? WAIT_TICKET
+                      : r == OS_HYB_R_MIGRATING ? WAIT_MIGRATED : WAIT_MIGRATION;
+            if (r == OS_HYB_R_MIGRATING)
+                hyb_poll(w); /* often nobody of the node holds the lock */
+        } else {
+            p->ticket = os_lock_ticket(&w->ctl[w->rank].lock);
+        }
         if (lock_ready(w, p)) {
-            send_reply(reply, h, OS_OK, NULL, 0);
+            send_reply_grant(reply, h, OS_OK, grant_of(p), NULL, 0);
             free(p);
             return;
         }
@@ -377,11 +447,15 @@ static void on_request(void *arg, void *reply, const void *hdr, size_t hlen, con
  * the target's node may have unlocked), requests that waited for a mutex. */
 static void retry_pending(void)
 {
-    if (!atomic_load_explicit(&npending, memory_order_relaxed))
+    if (!atomic_load_explicit(&npending, memory_order_relaxed) &&
+        !atomic_load_explicit(&hyb_busy, memory_order_relaxed))
         return;
     if (pthread_mutex_trylock(&reg_lock))
         return; /* another thread is at it */
     hold_replies = true;
+    for (int i = 0; i < reg_n; i++)
+        if (reg_wins[i]->hyb_ready && reg_wins[i]->hyb.state != OS_HYB_CPU)
+            hyb_poll(reg_wins[i]);
     for (pending_t **pp = &pending_head; *pp;) {
         pending_t *p = *pp;
         os_win_t *w = find_win(p->h.win);
@@ -389,7 +463,8 @@ static void retry_pending(void)
         if (!w)
             done = true;
         else if (p->h.kind == K_LOCK)
-            done = lock_ready(w, p) && (send_reply(p->reply, &p->h, OS_OK, NULL, 0), true);
+            done = lock_ready(w, p) &&
+                   (send_reply_grant(p->reply, &p->h, OS_OK, grant_of(p), NULL, 0), true);
         else
             done = serve_op(w, p->reply, &p->h, p->data, p->dlen);
         if (done) {
@@ -433,8 +508,8 @@ os_status_t os_remote_init(void)
 }
 
 /* Send a request and wait for its reply (into buf, up to cap bytes). */
-static os_status_t call(os_win_t *w, int target, req_hdr_t *h, const void *data, size_t dlen,
-                        void *buf, size_t cap)
+static os_status_t call_grant(os_win_t *w, int target, req_hdr_t *h, const void *data,
+                              size_t dlen, void *buf, size_t cap, uint8_t *grant)
 {
     reply_slot_t slot = { .buf = buf, .cap = cap };
     h->win = w->id;
@@ -446,14 +521,24 @@ static os_status_t call(os_win_t *w, int target, req_hdr_t *h, const void *data,
     if (st)
         return st;
     os_backoff_t b = OS_BACKOFF_INIT;
+    os_ucx_wait_begin();
     while (!atomic_load_explicit(&slot.done, memory_order_acquire)) {
         progress_hook();
         os_backoff_wait(&b);
     }
+    os_ucx_wait_end();
+    if (grant)
+        *grant = slot.grant;
     if (slot.status)
         return OS_ERR((os_status_t)slot.status, "rank %d refused the request (see its log)",
                       target);
     return OS_OK;
+}
+
+static os_status_t call(os_win_t *w, int target, req_hdr_t *h, const void *data, size_t dlen,
+                        void *buf, size_t cap)
+{
+    return call_grant(w, target, h, data, dlen, buf, cap, NULL);
 }
 
 /* Send a request whose reply only decrements the target's ack counter. */
@@ -661,26 +746,155 @@ os_status_t os_remote_flush(os_win_t *w, int target)
             w->dirty[t] = 0;
         }
         os_backoff_t b = OS_BACKOFF_INIT;
+        os_ucx_wait_begin();
         while (atomic_load_explicit(&w->acks[t], memory_order_acquire) > 0) {
             progress_hook();
             os_backoff_wait(&b);
         }
+        os_ucx_wait_end();
     }
     return first;
 }
 
-os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive)
+/* Take the target's network lock word with network atomics (os_netlock.h);
+ * *parked when it lives on the CPU side (hybrid, CPU mode). */
+static os_status_t net_lock(os_win_t *w, int target, bool exclusive, bool *parked,
+                            bool *contended)
 {
-    req_hdr_t h = { .kind = K_LOCK, .op = exclusive };
+    static const int amo_op[] = { [OS_NL_ADD] = OS_UCX_AMO_ADD, [OS_NL_CSWAP] = OS_UCX_AMO_CSWAP,
+                                  [OS_NL_OR] = OS_UCX_AMO_OR };
+    os_nl_fsm_t f;
+    os_nl_amo_t a;
+    os_backoff_t b = OS_BACKOFF_INIT;
+    os_nl_start(&f, exclusive);
+    for (;;) {
+        switch (os_nl_next(&f, &a)) {
+        case OS_NL_DO_AMO: {
+            uint64_t old = a.compare;
+            os_status_t st = os_ucx_atomic(w->peers[target].world, amo_op[a.op], a.value, &old,
+                                           w->nl_addr[target], w->nl_rkey[target]);
+            if (st)
+                return st;
+            os_nl_feed(&f, old);
+            break;
+        }
+        case OS_NL_DO_BACKOFF:
+            *contended = true;
+            OS_STAT(w, LOCK_NET_RETRIES, 1);
+            os_backoff_wait(&b);
+            break;
+        case OS_NL_DO_GOT:
+            *parked = false;
+            OS_STAT(w, LOCK_NETWORK, 1);
+            return OS_OK;
+        default:
+            *parked = true;
+            return OS_OK;
+        }
+    }
+}
+
+static os_status_t net_unlock(os_win_t *w, int target, bool exclusive)
+{
+    os_nl_amo_t a = os_nl_release(exclusive);
+    return os_ucx_atomic(w->peers[target].world, OS_UCX_AMO_ADD, a.value, NULL,
+                         w->nl_addr[target], w->nl_rkey[target]);
+}
+
+static os_status_t manager_lock(os_win_t *w, int target, bool exclusive, bool hybrid,
+                                uint8_t *grant)
+{
+    req_hdr_t h = { .kind = K_LOCK, .op = exclusive, .basic = hybrid };
     OS_STAT(w, LOCK_MANAGER, 1);
-    return call(w, target, &h, NULL, 0, NULL, 0);
+    return call_grant(w, target, &h, NULL, 0, NULL, 0, grant);
+}
+
+os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive, bool *contended)
+{
+    uint8_t *how = &w->lock_how[target];
+    os_rank_ctl_t *c = &w->ctl[target];
+    const bool local = w->peers[target].access != OS_PEER_REMOTE;
+    const os_lock_policy_t policy = (os_lock_policy_t)w->cfg.lock_policy;
+    const unsigned streak = (unsigned)w->cfg.lock_streak;
+    os_backoff_t b = OS_BACKOFF_INIT;
+    os_status_t st = OS_OK;
+    bool parked;
+    uint8_t grant;
+
+    if (w->cfg.lock == OS_LOCK_MANAGER) {
+        *how = OS_HOLD_MANAGER;
+        return manager_lock(w, target, exclusive, false, NULL);
+    }
+    if (w->cfg.lock == OS_LOCK_NETWORK) {
+        *how = OS_HOLD_NET;
+        if (!(st = net_lock(w, target, exclusive, &parked, contended)) && parked)
+            st = OS_ERR(OS_ERR_OTHER, "the network lock word of rank %d is parked in a "
+                        "window whose lock design is 'network'", target);
+        return st;
+    }
+    /* Hybrid. */
+    for (;;) {
+        if (local) {
+            /* The node's lockers use the CPU lock, unless the lock is in
+             * network mode and the policy keeps it there. Drawing a CPU
+             * ticket in network mode asks the manager to migrate it back
+             * (it sees the ticket queue behind its park ticket). */
+            if (atomic_load_explicit(&c->lock_mode, memory_order_acquire) == OS_LOCKMODE_NET &&
+                !os_lock_policy_to_cpu(policy, atomic_load(&c->lock_local_count), streak,
+                                       &w->lock_rng)) {
+                if ((st = net_lock(w, target, exclusive, &parked, contended)))
+                    return st;
+                if (!parked) {
+                    atomic_fetch_add_explicit(&c->lock_local_count, 1, memory_order_relaxed);
+                    *how = OS_HOLD_NET;
+                    return OS_OK;
+                }
+                *contended = true; /* a migration back is under way */
+                os_backoff_wait(&b);
+                continue;
+            }
+            if (exclusive)
+                os_lock_acquire_excl(&c->lock, contended);
+            else
+                os_lock_acquire_shared(&c->lock, contended);
+            *how = OS_HOLD_CPU;
+            return OS_OK;
+        }
+        if ((st = net_lock(w, target, exclusive, &parked, contended)))
+            return st;
+        if (!parked) {
+            *how = OS_HOLD_NET;
+            return OS_OK;
+        }
+        if ((st = manager_lock(w, target, exclusive, true, &grant)))
+            return st;
+        if (grant != GRANT_RETRY) {
+            *how = grant == GRANT_NET ? OS_HOLD_NET : OS_HOLD_MANAGER;
+            return OS_OK;
+        }
+        *contended = true;
+    }
 }
 
 os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive)
 {
-    os_status_t st = os_remote_flush(w, target);
-    req_hdr_t h = { .kind = K_UNLOCK, .op = exclusive };
-    os_status_t st2 = call(w, target, &h, NULL, 0, NULL, 0);
+    os_status_t st = os_remote_flush(w, target), st2 = OS_OK;
+    switch (w->lock_how[target]) {
+    case OS_HOLD_CPU:
+        if (exclusive)
+            os_lock_release_excl(&w->ctl[target].lock);
+        else
+            os_lock_release_shared(&w->ctl[target].lock);
+        break;
+    case OS_HOLD_NET:
+        st2 = net_unlock(w, target, exclusive);
+        break;
+    default: {
+        req_hdr_t h = { .kind = K_UNLOCK, .op = exclusive };
+        st2 = call(w, target, &h, NULL, 0, NULL, 0);
+        break;
+    }
+    }
     return st ? st : st2;
 }
 
@@ -699,6 +913,56 @@ os_status_t os_remote_complete(os_win_t *w, int target)
 }
 
 /* ------------------------------------------------------- window lifetime */
+
+/* Every process's network lock word, and its key for every process: the
+ * node's own lockers take it too (network mode, or hybrid in network mode). */
+static os_status_t lock_word_setup(os_win_t *w)
+{
+    const int n = w->nranks;
+    void *word;
+    os_status_t st = OS_OK;
+    w->lock_how = calloc((size_t)n, 1);
+    w->nl_addr = calloc((size_t)n, sizeof *w->nl_addr);
+    w->nl_rkey = calloc((size_t)n, sizeof *w->nl_rkey);
+    int *lens = malloc(sizeof(int) * (size_t)n), *displs = malloc(sizeof(int) * (size_t)n);
+    char *keys = NULL;
+    if (!w->lock_how || !w->nl_addr || !w->nl_rkey || !lens || !displs) {
+        st = OS_ERR(OS_ERR_NOMEM, "lock words of %d processes", n);
+        goto out;
+    }
+    if ((st = os_ucx_mem_alloc(OS_CACHELINE, &w->netreg, &word)))
+        goto out;
+    w->netword = word;
+    atomic_store(w->netword, 0);
+    w->lock_rng = (uint64_t)w->peers[w->rank].world * 0x9e3779b97f4a7c15ull + 1;
+    if (w->cfg.lock == OS_LOCK_HYBRID) {
+        /* Before anybody has the key: the word starts parked, CPU mode. */
+        os_rank_ctl_t *c = &w->ctl[w->rank];
+        os_hyb_init(&w->hyb, &c->lock, &c->lock_mode, &c->lock_local_count, w->netword,
+                    w->lock_rng);
+        w->hyb_ready = true;
+    }
+    int mylen = (int)w->netreg.rkey_len, total = 0;
+    uint64_t myaddr = (uint64_t)(uintptr_t)word;
+    PMPI_Allgather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, w->comm);
+    PMPI_Allgather(&myaddr, 1, MPI_UINT64_T, w->nl_addr, 1, MPI_UINT64_T, w->comm);
+    for (int r = 0; r < n; r++) {
+        displs[r] = total;
+        total += lens[r];
+    }
+    if (!(keys = malloc((size_t)total + 1))) {
+        st = OS_ERR(OS_ERR_NOMEM, "lock word keys");
+        goto out;
+    }
+    PMPI_Allgatherv(w->netreg.rkey_buf, mylen, MPI_BYTE, keys, lens, displs, MPI_BYTE, w->comm);
+    for (int r = 0; r < n && !st; r++)
+        st = os_ucx_rkey_unpack(w->peers[r].world, keys + displs[r], &w->nl_rkey[r]);
+out:
+    free(keys);
+    free(lens);
+    free(displs);
+    return st;
+}
 
 os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
 {
@@ -767,6 +1031,8 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
     free(lens);
     free(displs);
     free(bases);
+    if (!st)
+        st = lock_word_setup(w);
     if (!st && w->cfg.progress)
         st = os_ucx_progress_thread_start();
     return st;
@@ -787,6 +1053,18 @@ void os_remote_win_teardown(os_win_t *w)
             w->peers[r].rkey = NULL;
         }
     os_ucx_mem_unmap(&w->reg);
+    for (int r = 0; w->nl_rkey && r < w->nranks; r++)
+        os_ucx_rkey_destroy(w->nl_rkey[r]);
+    os_ucx_mem_unmap(&w->netreg);
+    if (w->hyb_ready && w->hyb.state != OS_HYB_CPU)
+        atomic_fetch_sub_explicit(&hyb_busy, 1, memory_order_relaxed);
+    w->hyb_ready = false;
+    free(w->nl_rkey);
+    free(w->nl_addr);
+    free(w->lock_how);
+    w->nl_rkey = NULL;
+    w->nl_addr = NULL;
+    w->lock_how = NULL;
     free(w->dirty);
     free((void *)w->acks);
     w->dirty = NULL;
@@ -798,4 +1076,8 @@ void os_remote_stats_sync(os_win_t *w)
     w->stats.counter[ONESIDED_STAT_AM_SERVED] = atomic_load(&w->served);
     w->stats.counter[ONESIDED_STAT_AM_SERVED_THREAD] = atomic_load(&w->served_thread);
     w->stats.counter[ONESIDED_STAT_AM_DEFERRED] = atomic_load(&w->deferred);
+    pthread_mutex_lock(&reg_lock);
+    w->stats.counter[ONESIDED_STAT_LOCK_TO_NETWORK] = w->hyb.to_net;
+    w->stats.counter[ONESIDED_STAT_LOCK_TO_CPU] = w->hyb.to_cpu;
+    pthread_mutex_unlock(&reg_lock);
 }

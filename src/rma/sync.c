@@ -289,9 +289,15 @@ os_status_t os_win_test(os_win_t *w, int *flag)
 static os_status_t take_lock(os_win_t *w, int target, bool exclusive)
 {
     bool contended = false;
-    if (w->peers[target].access == OS_PEER_REMOTE) {
+    if (w->multinode) {
+        /* Every target of a window spanning nodes: the window's lock design. */
+        os_status_t st = os_remote_lock(w, target, exclusive, &contended);
         OS_STAT(w, LOCK_ACQUIRED, 1);
-        return os_remote_lock(w, target, exclusive);
+        if (contended)
+            OS_STAT(w, LOCK_CONTENDED, 1);
+        /* Acquire: the epoch's accesses come after the grant. */
+        atomic_thread_fence(memory_order_acquire);
+        return st;
     }
     if (exclusive)
         os_lock_acquire_excl(&w->ctl[target].lock, &contended);
@@ -308,7 +314,7 @@ static os_status_t drop_lock(os_win_t *w, int target)
     uint8_t s = w->tstate[target];
     /* Release: the epoch's operations are visible before the lock is free. */
     atomic_thread_fence(memory_order_release);
-    if (w->peers[target].access == OS_PEER_REMOTE)
+    if (w->multinode)
         return (s & OS_T_LOCK_NOCHECK) ? os_remote_flush(w, target)
                                        : os_remote_unlock(w, target, s == OS_T_LOCK_EXCL);
     if (s & OS_T_LOCK_NOCHECK)

@@ -21,6 +21,7 @@ typedef struct {
     uint64_t region_off;   /* where the window starts in it */
     int32_t world;         /* MPI_COMM_WORLD rank */
     int32_t node;          /* world rank of the first process of its (virtual) node */
+    int32_t lock, lock_policy, lock_streak; /* agreed: every locker must use one design */
 } peer_info_t;
 
 MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size)
@@ -145,7 +146,8 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
                           .disp_unit = disp_unit, .pid = (int32_t)getpid(),
                           .max_regions = cfg->dynamic_max_regions,
                           .fence_defer = cfg->fence_defer, .region_fd = -1,
-                          .world = world_rank, .node = node_first };
+                          .world = world_rank, .node = node_first, .lock = cfg->lock,
+                          .lock_policy = cfg->lock_policy, .lock_streak = cfg->lock_streak };
     if (flavor == OS_FLAVOR_CREATE && size > 0) {
         os_shm_region_t reg;
         if (os_shm_region_find(base, (size_t)size, &reg)) {
@@ -167,9 +169,16 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
     PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, w->comm);
 
     /* Every rank must lay the region tables out alike: take the largest request. */
-    for (int r = 0; r < w->nranks; r++)
+    for (int r = 0; r < w->nranks; r++) {
         if (all[r].fence_defer)
             w->cfg.fence_defer = 1;
+        if (all[r].lock > w->cfg.lock)
+            w->cfg.lock = all[r].lock;
+        if (all[r].lock_policy > w->cfg.lock_policy)
+            w->cfg.lock_policy = all[r].lock_policy;
+        if (all[r].lock_streak > w->cfg.lock_streak)
+            w->cfg.lock_streak = all[r].lock_streak;
+    }
     w->max_regions = 0;
     if (flavor == OS_FLAVOR_DYNAMIC)
         for (int r = 0; r < w->nranks; r++)

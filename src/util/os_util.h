@@ -110,8 +110,24 @@ void os_log_set_rank(int rank);
       "of onesided's own calls (a target blocked in, say, MPI_Barrier serves nothing), so "   \
       "only for windows whose targets keep making RMA calls. Started by the first window "    \
       "spanning nodes that asks for it (info no_locks=true also declines).")                  \
+    X(lock, int, "ONESIDED_LOCK", "onesided_lock", "hybrid",                                  \
+      "Passive-target lock design for windows spanning nodes (paper 000): hybrid = CPU "      \
+      "atomics inside the node, network atomics between nodes, the lock migrating between "   \
+      "them through the lock manager; network = every locker uses network atomics on the "    \
+      "target's lock word; manager = every locker asks the target's lock manager (two-sided). " \
+      "Windows within one node always use the CPU lock. Agreed at window creation (the "     \
+      "highest-numbered design any process asks for wins: hybrid 0, manager 1, network 2).")  \
+    X(lock_policy, int, "ONESIDED_LOCK_POLICY", "onesided_lock_policy", "history",            \
+      "When a hybrid lock migrates: paper = on every request from the other side (paper "    \
+      "000); history = after onesided_lock_streak requests in a row from the other side "     \
+      "(does not ping-pong under mixed traffic); random = by coin flip (for tests).")         \
+    X(lock_streak, int, "ONESIDED_LOCK_STREAK", "onesided_lock_streak", "4",                  \
+      "The history policy's streak: requests from the other side before a lock migrates.")   \
     X(help, int, "ONESIDED_HELP", NULL, "0",                                                  \
       "Print this table of tunables on rank 0 at MPI_Init.")
+
+/* Named values some tunables accept besides integers. */
+enum { OS_LOCK_HYBRID = 0, OS_LOCK_MANAGER = 1, OS_LOCK_NETWORK = 2 };
 
 typedef struct {
 #define OS_CONFIG_FIELD(field, type, env, info, def, help) type field;

@@ -68,7 +68,7 @@ typedef struct {
 } t_win_t;
 
 /* A window of `bytes` bytes per process, displacement unit 1, zero-filled. */
-static t_win_t t_win_make(int flavor, MPI_Aint bytes, MPI_Info info)
+static inline t_win_t t_win_make(int flavor, MPI_Aint bytes, MPI_Info info)
 {
     t_win_t t = { .flavor = flavor, .bytes = bytes };
     t.origin = calloc((size_t)t_size, sizeof(MPI_Aint));
@@ -102,7 +102,7 @@ static t_win_t t_win_make(int flavor, MPI_Aint bytes, MPI_Info info)
     return t;
 }
 
-static void t_win_free(t_win_t *t)
+static inline void t_win_free(t_win_t *t)
 {
     if (t->flavor == F_DYNAMIC) {
         MPI_Barrier(MPI_COMM_WORLD);

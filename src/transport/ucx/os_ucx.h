@@ -42,6 +42,10 @@ typedef struct {
     size_t rkey_len;
 } os_ucx_reg_t;
 os_status_t os_ucx_mem_map(void *addr, size_t len, os_ucx_reg_t *reg);
+/* Allocate len bytes through UCX and register them (*addr gets the memory):
+ * for words that peers change with network atomics, which UCX can then do
+ * with CPU atomics over shared memory, with no help from this process. */
+os_status_t os_ucx_mem_alloc(size_t len, os_ucx_reg_t *reg, void **addr);
 void os_ucx_mem_unmap(os_ucx_reg_t *reg);
 /* Unpack process `peer`'s packed key; *rkey is an opaque ucp_rkey_h. */
 os_status_t os_ucx_rkey_unpack(int peer, const void *buf, void **rkey);
@@ -51,7 +55,8 @@ void os_ucx_rkey_destroy(void *rkey);
  * os_ucx_flush of that peer. The buffers must stay valid until then. */
 os_status_t os_ucx_put(int peer, const void *buf, size_t len, uint64_t raddr, void *rkey);
 os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rkey);
-/* Blocking 64-bit network atomic: op is one of OS_UCX_AMO_*; for CSWAP,
+/* Blocking 64-bit network atomic, done at the target when it returns and
+ * coherent with CPU atomics on the target's node (UCX atomic mode "cpu"): op is one of OS_UCX_AMO_*; for CSWAP,
  * *result holds the compare value on entry. *result gets the old value. */
 enum { OS_UCX_AMO_ADD, OS_UCX_AMO_SWAP, OS_UCX_AMO_CSWAP, OS_UCX_AMO_AND, OS_UCX_AMO_OR,
        OS_UCX_AMO_XOR };
@@ -81,10 +86,13 @@ unsigned os_ucx_progress(void);
  * retries its waiting requests there). */
 void os_ucx_set_idle_hook(void (*fn)(void));
 /* The progress thread: serves active messages while the application
- * computes. Sleeps on the worker's event descriptor when there is nothing to
- * do, so it does not take a core away. */
+ * computes. When idle it naps (20-200 us), so it does not take a core away;
+ * while an application thread waits for the network (between
+ * os_ucx_wait_begin and _end) it polls instead, yielding the core. */
 os_status_t os_ucx_progress_thread_start(void);
 bool os_ucx_progress_thread_running(void);
+void os_ucx_wait_begin(void);
+void os_ucx_wait_end(void);
 /* True in the progress thread. */
 bool os_ucx_in_progress_thread(void);
 

@@ -19,12 +19,14 @@ static struct {
     size_t *off, *len;
     ucp_ep_h *eps;     /* created on first use */
     pthread_mutex_t ep_lock;
+    pthread_mutex_t progress_lock; /* the token to progress the worker */
     struct { os_ucx_am_fn fn; void *arg; } am[MAX_AM_IDS];
     void (*idle_hook)(void);
     pthread_t thread;
     bool thread_running;
     _Atomic bool stop;
-} U = { .ep_lock = PTHREAD_MUTEX_INITIALIZER };
+    _Atomic int waiters; /* application threads waiting for the network */
+} U = { .ep_lock = PTHREAD_MUTEX_INITIALIZER, .progress_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread bool in_progress_thread;
 
@@ -46,6 +48,18 @@ os_status_t os_ucx_init(void **addr, size_t *len)
     ucs_status_t s = ucp_config_read("ONESIDED", NULL, &config);
     if (s != UCS_OK)
         return ucs_err(s, "reading the configuration");
+    /* Network atomics must be coherent with the CPU atomics of the target's
+     * node: the lock manager changes the network lock word with CPU atomics
+     * when it migrates a lock, and accumulates applied by the target use CPU
+     * atomics too. UCX's "cpu" atomic mode promises exactly that: it uses a
+     * transport's atomics only where they are CPU atomics (shared memory)
+     * and otherwise emulates them in the target's worker with CPU atomics.
+     * The price, on fabrics with device atomics: those are not used. */
+    s = ucp_config_modify(config, "ATOMIC_MODE", "cpu");
+    if (s != UCS_OK) {
+        ucp_config_release(config);
+        return ucs_err(s, "setting the atomic mode");
+    }
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
         .features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
@@ -124,10 +138,12 @@ static os_status_t wait_req(void *req, const char *what)
         return ucs_err(UCS_PTR_STATUS(req), what);
     os_backoff_t b = OS_BACKOFF_INIT;
     ucs_status_t s;
+    os_ucx_wait_begin();
     while ((s = ucp_request_check_status(req)) == UCS_INPROGRESS) {
         if (!os_ucx_progress())
             os_backoff_wait(&b);
     }
+    os_ucx_wait_end();
     ucp_request_free(req);
     return s == UCS_OK ? OS_OK : ucs_err(s, what);
 }
@@ -237,6 +253,36 @@ os_status_t os_ucx_mem_map(void *addr, size_t len, os_ucx_reg_t *reg)
     return OS_OK;
 }
 
+os_status_t os_ucx_mem_alloc(size_t len, os_ucx_reg_t *reg, void **addr)
+{
+    /* Allocated by UCX, so that a shared-memory transport can map it in the
+     * peers and do their atomics on it with the CPU, without this process. */
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+        .address = NULL,
+        .length = len,
+        .flags = UCP_MEM_MAP_ALLOCATE,
+    };
+    ucp_mem_h memh;
+    ucs_status_t s = ucp_mem_map(U.ctx, &mp, &memh);
+    if (s != UCS_OK)
+        return ucs_err(s, "ucp_mem_map (allocate)");
+    ucp_mem_attr_t attr = { .field_mask = UCP_MEM_ATTR_FIELD_ADDRESS };
+    void *buf;
+    size_t blen;
+    if ((s = ucp_mem_query(memh, &attr)) != UCS_OK ||
+        (s = ucp_rkey_pack(U.ctx, memh, &buf, &blen)) != UCS_OK) {
+        ucp_mem_unmap(U.ctx, memh);
+        return ucs_err(s, "registering allocated memory");
+    }
+    reg->memh = memh;
+    reg->rkey_buf = buf;
+    reg->rkey_len = blen;
+    *addr = attr.address;
+    return OS_OK;
+}
+
 void os_ucx_mem_unmap(os_ucx_reg_t *reg)
 {
     if (reg->rkey_buf)
@@ -302,8 +348,11 @@ os_status_t os_ucx_atomic(int peer, int op, uint64_t value, uint64_t *result, ui
         buffer = reply;
         reply = value;
     }
+    /* Always fetch, even when the caller wants no value: a posted atomic
+     * completes when it leaves, and the caller may free the target's memory
+     * (MPI_Win_free after an unlock) before an emulated one arrives. */
     ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | (result ? UCP_OP_ATTR_FIELD_REPLY_BUFFER : 0),
+        .op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER,
         .datatype = ucp_dt_make_contig(8),
         .reply_buffer = &reply,
     };
@@ -420,12 +469,16 @@ static os_status_t am_send_ep(ucp_ep_h ep, unsigned id, const void *hdr, size_t 
 
 unsigned os_ucx_progress(void)
 {
-    /* One thread progresses the worker: the progress thread when it runs.
-     * (With two threads progressing, UCX 1.13's TCP transport left messages
-     * undelivered under load.) Other threads only wait for it. */
-    if (U.thread_running && !in_progress_thread)
-        return 0;
-    unsigned n = U.worker ? ucp_worker_progress(U.worker) : 0;
+    /* One thread at a time progresses the worker, whichever takes the
+     * token: the progress thread when the application is busy, a waiting
+     * application thread otherwise (it then needs no thread switch to see
+     * its completion). Never two at once: with two threads progressing,
+     * UCX 1.13's TCP transport left messages undelivered under load. */
+    unsigned n = 0;
+    if (U.worker && !pthread_mutex_trylock(&U.progress_lock)) {
+        n = ucp_worker_progress(U.worker);
+        pthread_mutex_unlock(&U.progress_lock);
+    }
     if (U.idle_hook)
         U.idle_hook();
     return n;
@@ -444,6 +497,11 @@ static void *progress_main(void *arg)
     while (!atomic_load_explicit(&U.stop, memory_order_acquire)) {
         if (os_ucx_progress()) {
             idle = 0;
+            continue;
+        }
+        if (atomic_load_explicit(&U.waiters, memory_order_relaxed)) {
+            /* An application thread waits and progresses for itself. */
+            usleep(20);
             continue;
         }
         /* Stay awake a little after activity (a reply is often followed by
@@ -468,6 +526,16 @@ os_status_t os_ucx_progress_thread_start(void)
         return OS_ERR(OS_ERR_OTHER, "cannot start the progress thread");
     U.thread_running = true;
     return OS_OK;
+}
+
+void os_ucx_wait_begin(void)
+{
+    atomic_fetch_add_explicit(&U.waiters, 1, memory_order_relaxed);
+}
+
+void os_ucx_wait_end(void)
+{
+    atomic_fetch_sub_explicit(&U.waiters, 1, memory_order_relaxed);
 }
 
 bool os_ucx_progress_thread_running(void)
