@@ -19,12 +19,12 @@ cmake --build build-asan
 # MPICH's own allocations are not ours to judge: leak checking stays off.
 (cd build-asan && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --output-on-failure -E 'preload|matrix|vnode2|vnode_tcp')
+    ctest --output-on-failure -E 'preload|matrix|vnode2|vnode_tcp|vnode_manager|vnode_network|torture_|busy_lock')
 
 echo "== sanitizers: TSan over the threaded unit tests"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_TSAN=ON >/dev/null
-cmake --build build-tsan --target test_lock test_reduce test_regions
-(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'unit_test_(lock|reduce|regions)')
+cmake --build build-tsan --target test_lock test_netlock test_reduce test_regions
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'unit_test_(lock|netlock|reduce|regions)')
 
 echo "== mpi4py RMA tests with onesided preloaded"
 bash scripts/mpi4py-tests.sh build
