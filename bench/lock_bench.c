@@ -262,8 +262,8 @@ int main(int argc, char **argv)
         report("fig6", "intra-node 1->0", row, pair_latency(&b, 1, 0, iters, 0));
         report("fig6", "inter-node 2->0", row, pair_latency(&b, 2, 0, iters, 0));
         int busy_n = iters / 5 > 0 ? iters / 5 : 1;
-        report("fig7", "intra, target busy 0.3s", row, pair_latency(&b, 1, 0, busy_n, 0.3));
-        report("fig7", "inter, target busy 0.3s", row, pair_latency(&b, 2, 0, busy_n, 0.3));
+        report("fig7", "intra-node: target busy 0.3 s", row, pair_latency(&b, 1, 0, busy_n, 0.3));
+        report("fig7", "inter-node: target busy 0.3 s", row, pair_latency(&b, 2, 0, busy_n, 0.3));
         int ring[4];
         for (int r = 0; r < 4; r++)
             ring[r] = (r + 1) % 4;
