@@ -159,37 +159,23 @@ typedef enum {
     OS_LOCK_POLICY_RANDOM = 2,  /* migrate with probability 1/2 (tests) */
 } os_lock_policy_t;
 
-/* Should a lock in CPU mode move to the network for a remote request?
- * remote_streak counts the remote requests the manager saw since the last
- * local locker (the ticket counter tells it about those). */
-static inline bool os_lock_policy_to_net(os_lock_policy_t p, uint64_t remote_streak,
-                                         unsigned streak, uint64_t *rng)
+/* Should a lock move to the other side for a request from that side?
+ * `evidence` counts that side's requests:
+ *   to network: the remote requests the manager saw since the last local
+ *     locker (the ticket counter tells it about those);
+ *   back to CPU: the local lockers that used the network word since the
+ *     lock migrated there. Remote lockers in network mode are invisible to
+ *     the node, so under mixed traffic the lock goes back to the CPU after
+ *     `streak` local lockers and stays there, since remote requests never
+ *     reach a streak: no ping-pong. */
+static inline bool os_lock_policy_migrate(os_lock_policy_t p, uint64_t evidence,
+                                          unsigned streak, uint64_t *rng)
 {
     switch (p) {
     case OS_LOCK_POLICY_PAPER:
         return true;
     case OS_LOCK_POLICY_HISTORY:
-        return remote_streak >= streak;
-    default:
-        *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
-        return (*rng >> 33) & 1;
-    }
-}
-
-/* Should a local locker of a lock in network mode take it back to the CPU?
- * local_count counts the local lockers that used the network lock since it
- * migrated there. (Remote lockers in network mode are invisible to the node,
- * so the history policy counts only its own side's lockers: under mixed
- * traffic the lock goes back to the CPU after `streak` local lockers and
- * stays there, since remote requests never reach a streak; no ping-pong.) */
-static inline bool os_lock_policy_to_cpu(os_lock_policy_t p, uint64_t local_count,
-                                         unsigned streak, uint64_t *rng)
-{
-    switch (p) {
-    case OS_LOCK_POLICY_PAPER:
-        return true;
-    case OS_LOCK_POLICY_HISTORY:
-        return local_count >= streak;
+        return evidence >= streak;
     default:
         *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
         return (*rng >> 33) & 1;
@@ -267,7 +253,7 @@ static inline os_hyb_reply_t os_hyb_request(os_hyb_mgr_t *m, bool exclusive, boo
     if (next != m->seen_next)
         m->remote_streak = 0; /* the node's own lockers came in between */
     m->remote_streak++;
-    bool migrate = may_migrate && os_lock_policy_to_net(policy, m->remote_streak, streak, &m->rng);
+    bool migrate = may_migrate && os_lock_policy_migrate(policy, m->remote_streak, streak, &m->rng);
     uint16_t ticket = os_lock_ticket(m->cpu);
     m->seen_next = (uint16_t)(ticket + 1);
     if (!migrate)

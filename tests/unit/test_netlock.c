@@ -80,15 +80,13 @@ static void test_nl_transitions(void)
 static void test_policies(void)
 {
     uint64_t rng = 1;
-    CHECK(os_lock_policy_to_net(OS_LOCK_POLICY_PAPER, 1, 4, &rng), "paper: migrate at once");
-    CHECK(os_lock_policy_to_cpu(OS_LOCK_POLICY_PAPER, 0, 4, &rng), "paper: back at once");
-    CHECK(!os_lock_policy_to_net(OS_LOCK_POLICY_HISTORY, 3, 4, &rng) &&
-              os_lock_policy_to_net(OS_LOCK_POLICY_HISTORY, 4, 4, &rng), "history: after a streak");
-    CHECK(!os_lock_policy_to_cpu(OS_LOCK_POLICY_HISTORY, 3, 4, &rng) &&
-              os_lock_policy_to_cpu(OS_LOCK_POLICY_HISTORY, 4, 4, &rng), "history: back after a streak");
+    CHECK(os_lock_policy_migrate(OS_LOCK_POLICY_PAPER, 1, 4, &rng), "paper: migrate at once");
+    CHECK(os_lock_policy_migrate(OS_LOCK_POLICY_PAPER, 0, 4, &rng), "paper: migrate with no history");
+    CHECK(!os_lock_policy_migrate(OS_LOCK_POLICY_HISTORY, 3, 4, &rng) &&
+              os_lock_policy_migrate(OS_LOCK_POLICY_HISTORY, 4, 4, &rng), "history: after a streak");
     int yes = 0;
     for (int i = 0; i < 1000; i++)
-        yes += os_lock_policy_to_net(OS_LOCK_POLICY_RANDOM, 0, 4, &rng);
+        yes += os_lock_policy_migrate(OS_LOCK_POLICY_RANDOM, 0, 4, &rng);
     CHECK(yes > 400 && yes < 600, "random: about half (%d of 1000)", yes);
 }
 
@@ -206,7 +204,7 @@ static hold_t local_lock(bool excl, uint64_t *rng)
 {
     for (;;) {
         if (atomic_load(&mode_var) == OS_LOCKMODE_NET &&
-            !os_lock_policy_to_cpu(policy, atomic_load(&local_count), 2, rng)) {
+            !os_lock_policy_migrate(policy, atomic_load(&local_count), 2, rng)) {
             if (nl_acquire(&net_word, excl, -1) == OS_NL_DO_GOT) {
                 atomic_fetch_add(&local_count, 1);
                 return HOLD_NET;

@@ -229,6 +229,28 @@ void os_ucx_finalize(void)
 
 /* ------------------------------------------------------------ memory */
 
+/* Map (or allocate) memory and pack its key; *addr gets its address. */
+static os_status_t map_and_pack(const ucp_mem_map_params_t *mp, os_ucx_reg_t *reg, void **addr)
+{
+    ucp_mem_h memh;
+    ucs_status_t s = ucp_mem_map(U.ctx, mp, &memh);
+    if (s != UCS_OK)
+        return ucs_err(s, "ucp_mem_map");
+    ucp_mem_attr_t attr = { .field_mask = UCP_MEM_ATTR_FIELD_ADDRESS };
+    void *buf;
+    size_t blen;
+    if ((s = ucp_mem_query(memh, &attr)) != UCS_OK ||
+        (s = ucp_rkey_pack(U.ctx, memh, &buf, &blen)) != UCS_OK) {
+        ucp_mem_unmap(U.ctx, memh);
+        return ucs_err(s, "registering memory");
+    }
+    reg->memh = memh;
+    reg->rkey_buf = buf;
+    reg->rkey_len = blen;
+    *addr = attr.address;
+    return OS_OK;
+}
+
 os_status_t os_ucx_mem_map(void *addr, size_t len, os_ucx_reg_t *reg)
 {
     ucp_mem_map_params_t mp = {
@@ -236,21 +258,8 @@ os_status_t os_ucx_mem_map(void *addr, size_t len, os_ucx_reg_t *reg)
         .address = addr,
         .length = len ? len : 1,
     };
-    ucp_mem_h memh;
-    ucs_status_t s = ucp_mem_map(U.ctx, &mp, &memh);
-    if (s != UCS_OK)
-        return ucs_err(s, "ucp_mem_map");
-    void *buf;
-    size_t blen;
-    s = ucp_rkey_pack(U.ctx, memh, &buf, &blen);
-    if (s != UCS_OK) {
-        ucp_mem_unmap(U.ctx, memh);
-        return ucs_err(s, "ucp_rkey_pack");
-    }
-    reg->memh = memh;
-    reg->rkey_buf = buf;
-    reg->rkey_len = blen;
-    return OS_OK;
+    void *mapped;
+    return map_and_pack(&mp, reg, &mapped);
 }
 
 os_status_t os_ucx_mem_alloc(size_t len, os_ucx_reg_t *reg, void **addr)
@@ -264,23 +273,7 @@ os_status_t os_ucx_mem_alloc(size_t len, os_ucx_reg_t *reg, void **addr)
         .length = len,
         .flags = UCP_MEM_MAP_ALLOCATE,
     };
-    ucp_mem_h memh;
-    ucs_status_t s = ucp_mem_map(U.ctx, &mp, &memh);
-    if (s != UCS_OK)
-        return ucs_err(s, "ucp_mem_map (allocate)");
-    ucp_mem_attr_t attr = { .field_mask = UCP_MEM_ATTR_FIELD_ADDRESS };
-    void *buf;
-    size_t blen;
-    if ((s = ucp_mem_query(memh, &attr)) != UCS_OK ||
-        (s = ucp_rkey_pack(U.ctx, memh, &buf, &blen)) != UCS_OK) {
-        ucp_mem_unmap(U.ctx, memh);
-        return ucs_err(s, "registering allocated memory");
-    }
-    reg->memh = memh;
-    reg->rkey_buf = buf;
-    reg->rkey_len = blen;
-    *addr = attr.address;
-    return OS_OK;
+    return map_and_pack(&mp, reg, addr);
 }
 
 void os_ucx_mem_unmap(os_ucx_reg_t *reg)
