@@ -48,6 +48,40 @@ extern "C" {
 /* Most accumulates queued for one target before they are applied (default 1024). */
 #define ONESIDED_INFO_ACC_COALESCE_MAX "onesided_acc_coalesce_max"
 
+/* Progress thread for windows spanning nodes: "1" (default) = a thread serves
+ * other nodes' requests (lock manager, accumulates it must apply) while the
+ * application computes; "0" = served only inside onesided's own calls.
+ * The standard hint no_locks=true also declines it (paper 003). */
+#define ONESIDED_INFO_PROGRESS "onesided_progress"
+/* Passive-target lock design of a window spanning nodes (paper 000):
+ * "hybrid" (default) = CPU atomics inside the target's node, network atomics
+ * from other nodes, the lock migrating between the two through the target's
+ * lock manager; "network" = network atomics on the target's lock word for
+ * every locker; "manager" = every lock request goes to the target's lock
+ * manager (two-sided). Agreed at window creation: if processes ask for
+ * different designs, network beats manager beats hybrid. */
+#define ONESIDED_INFO_LOCK "onesided_lock"
+/* When a hybrid lock migrates: "paper" = on every request from the other
+ * side; "history" (default) = after onesided_lock_streak requests in a row
+ * from the other side; "random" = by coin flip (tests). Agreed at creation. */
+#define ONESIDED_INFO_LOCK_POLICY "onesided_lock_policy"
+/* The history policy's streak (default 4). Agreed at creation. */
+#define ONESIDED_INFO_LOCK_STREAK "onesided_lock_streak"
+/* Direct accumulate (paper 001) on a window spanning nodes: "1" (default) =
+ * a one-element accumulate of 4 or 8 bytes into another node's memory
+ * (SUM, BAND, BOR, BXOR on integers; REPLACE and NO_OP also on floating
+ * point; Compare_and_swap on integers) is one network atomic, done without
+ * the target; the window then has no bulk accumulates. "0" = such
+ * accumulates are applied by the target. Agreed at creation: any process
+ * asking for "0" wins. Not used into memory that takes the accumulate mutex
+ * (MPI_Win_create over memory another process of its node reaches by CMA)
+ * or on dynamic windows. Counted as acc_direct / fallback_acc_request. */
+#define ONESIDED_INFO_ACC_DIRECT "onesided_acc_direct"
+/* Accumulates of at least this many bytes on memory that takes CPU atomics
+ * combine with plain loads and stores while atomic ones wait (default 512);
+ * "0" = always one atomic per element. */
+#define ONESIDED_INFO_ACC_BULK_MIN "onesided_acc_bulk_min"
+
 /* --------------------------------------------------------------- statistics
  * Every window counts what it did; set ONESIDED_STATS=1 for a report at
  * MPI_Finalize, or read the counters with onesided_win_get_stats. Counters
@@ -97,8 +131,10 @@ typedef enum {
     ONESIDED_STAT_LOCK_NET_RETRIES, /* ... network lock attempts that found it held and backed off */
     ONESIDED_STAT_LOCK_TO_NETWORK,  /* this process's hybrid lock migrated to network mode */
     ONESIDED_STAT_LOCK_TO_CPU,      /* ... migrated back to CPU mode */
-    ONESIDED_STAT_ACC_DIRECT,       /* accumulates to another node done by one network atomic
-                                       (direct accumulate, accumulate_ops=same_op[_no_op]) */
+    ONESIDED_STAT_ACC_DIRECT,       /* accumulate-kind calls to another node done by one
+                                       network atomic (direct accumulate, onesided_acc_direct) */
+    ONESIDED_STAT_FALLBACK_ACC_REQUEST, /* ... sent to the target as a request instead (coalesced
+                                       batches count each accumulate they carry) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

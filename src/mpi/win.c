@@ -243,10 +243,18 @@ int MPI_Win_set_info(MPI_Win win, MPI_Info info)
         PMPI_Info_set(w->info, key, val);
     }
     PMPI_Info_free(&kept);
-    /* Fixed at creation: region tables are laid out then, and every process
-     * must make the same fence choice (it was agreed on then). */
+    /* Fixed at creation, because every process must make the same choice
+     * and they were agreed on then: the region tables' layout, the fence
+     * choice, the lock design and its policy, direct accumulate and with it
+     * the bulk threshold. */
     cfg.dynamic_max_regions = w->cfg.dynamic_max_regions;
     cfg.fence_defer = w->cfg.fence_defer;
+    cfg.lock = w->cfg.lock;
+    cfg.lock_policy = w->cfg.lock_policy;
+    cfg.lock_streak = w->cfg.lock_streak;
+    cfg.acc_direct = w->cfg.acc_direct;
+    if (w->cfg.acc_direct)
+        cfg.acc_bulk_min = w->cfg.acc_bulk_min;
     w->cfg = cfg;
     return MPI_SUCCESS;
 }

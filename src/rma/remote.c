@@ -4,10 +4,12 @@
  *
  *   put, get        RDMA on the target's registered window memory; complete
  *                   at the next flush (dynamic windows: by request, below)
- *   accumulates,    a request carrying the target runs and the origin data;
- *   fetch_and_op,   the target applies it to its own memory with the same
- *   compare_and_swap CPU atomics or mutex its node's origins use, so every
- *                   origin stays atomic with every other
+ *   accumulates,    one element of 4 or 8 bytes: one network atomic, without
+ *   fetch_and_op,   the target (direct accumulate, paper 001; below);
+ *   compare_and_swap otherwise a request carrying the target runs and the
+ *                   origin data, which the target applies to its own memory
+ *                   with the same CPU atomics or mutex its node's origins
+ *                   use, so every origin stays atomic with every other
  *   lock/unlock     three designs (ONESIDED_LOCK; paper 000), for every
  *                   locker of a window spanning nodes, the node's own too:
  *                   manager: a request to the target's lock manager, which
@@ -16,8 +18,9 @@
  *                   target's lock word (os_netlock.h); hybrid: the node's
  *                   lockers use the CPU lock and the others the network word,
  *                   and the lock migrates between them through the manager
- *   post, complete  one message each, counted into the same shared counters
- *                   that origins of the target's own node update
+ *   post, complete  one message each (complete waits for its reply), counted
+ *                   into the same shared counters that origins of the
+ *                   target's own node update
  *   fence           operations flushed, then one allreduce (and, when some
  *                   process queued operations, those and one barrier; sync.c)
  *
@@ -399,6 +402,7 @@ static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data
     case K_COMPLETE:
         atomic_fetch_add_explicit(&w->ctl[w->rank].pscw_done, 1, memory_order_release);
         count_served(w);
+        send_reply(reply, h, OS_OK, NULL, 0);
         return;
     default:
         if (serve_op(w, reply, h, data, dlen))
@@ -650,9 +654,118 @@ static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
     return st;
 }
 
+/* Until every accumulate sent to target as a request has been applied. */
+static void await_acks(os_win_t *w, int target)
+{
+    os_backoff_t b = OS_BACKOFF_INIT;
+    os_ucx_wait_begin();
+    while (atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0) {
+        progress_hook();
+        os_backoff_wait(&b);
+    }
+    os_ucx_wait_end();
+}
+
+/* ------------------------------------------------------ direct accumulate */
+
+/* The network atomic that carries out a one-element accumulate (paper 001),
+ * or -1 when the target must apply it. Why one network atomic is atomic with
+ * every other accumulate on that element: UCX runs its atomics in CPU mode,
+ * so they are coherent with the CPU atomics by which the target's own node
+ * and the target's request server update every aligned element of 4 or 8
+ * bytes, and a window with direct accumulates has no bulk accumulates (the
+ * only plain stores; window.c). What is left out: targets whose memory
+ * takes the accumulate mutex (some process of their node reaches it by
+ * CMA, which has no atomics), dynamic windows (no keys), ops with no network
+ * atomic, elements of other sizes or misaligned, and buffers of more than
+ * one block. */
+static int direct_amo(const os_win_t *w, const os_rma_op_t *op, const char *addr)
+{
+    const os_dtype_t *tt = op->ttype;
+    const size_t e = tt->basic_size;
+    if (!w->cfg.acc_direct || w->peers[op->target].acc_mutex_always || !w->peers[op->target].rkey)
+        return -1;
+    if ((e != 4 && e != 8) || op->tcount * tt->size != e || tt->nblocks != 1 ||
+        ((uintptr_t)addr & (e - 1)))
+        return -1;
+    if (op->otype && op->otype->size && op->otype->nblocks != 1)
+        return -1;
+    if (op->kind != OS_RMA_ACC && op->rtype->nblocks != 1)
+        return -1;
+    const os_basic_t b = (os_basic_t)tt->basic;
+    const bool integer = b == OS_B_INT32 || b == OS_B_INT64 || b == OS_B_UINT32 || b == OS_B_UINT64;
+    if (op->kind == OS_RMA_CAS)
+        return integer || b == OS_B_LOGICAL ? OS_UCX_AMO_CSWAP : -1;
+    switch ((os_op_t)op->op) {
+    case OS_OP_SUM: return integer ? OS_UCX_AMO_ADD : -1;
+    case OS_OP_BAND: return integer ? OS_UCX_AMO_AND : -1;
+    case OS_OP_BOR: return integer ? OS_UCX_AMO_OR : -1;
+    case OS_OP_BXOR: return integer ? OS_UCX_AMO_XOR : -1;
+    /* Bit patterns: any element type of one 4- or 8-byte word. */
+    case OS_OP_REPLACE:
+        return integer || b == OS_B_FLOAT || b == OS_B_DOUBLE || b == OS_B_LOGICAL
+                   ? OS_UCX_AMO_SWAP : -1;
+    case OS_OP_NO_OP: /* an atomic read: add zero */
+        return integer || b == OS_B_FLOAT || b == OS_B_DOUBLE || b == OS_B_LOGICAL
+                   ? OS_UCX_AMO_ADD : -1;
+    default:
+        return -1;
+    }
+}
+
+static uint64_t load_word(const void *p, size_t e)
+{
+    if (e == 4) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static void store_word(void *p, uint64_t v, size_t e)
+{
+    if (e == 4) {
+        uint32_t x = (uint32_t)v;
+        memcpy(p, &x, 4);
+    } else {
+        memcpy(p, &v, 8);
+    }
+}
+
+static os_status_t direct_acc(os_win_t *w, const os_rma_op_t *op, int amo, const char *addr)
+{
+    const size_t e = op->ttype->basic_size;
+    uint64_t value = 0, old = 0;
+    if (op->op != OS_OP_NO_OP || op->kind == OS_RMA_CAS)
+        value = load_word((const char *)op->origin + op->otype->blocks[0].disp, e);
+    if (op->kind == OS_RMA_CAS)
+        old = load_word(op->compare, e);
+    /* Accumulates of one origin on one location apply in order (MPI's
+     * default accumulate_ordering): those sent before as requests first. */
+    await_acks(w, op->target);
+    os_status_t st = os_ucx_atomic(w->peers[op->target].world, amo, e, value, &old,
+                                   (uint64_t)(uintptr_t)addr, w->peers[op->target].rkey);
+    if (st)
+        return st;
+    if (op->kind != OS_RMA_ACC)
+        store_word((char *)op->result + op->rtype->blocks[0].disp, old, e);
+    OS_STAT(w, ACC_DIRECT, 1);
+    return OS_OK;
+}
+
 os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
 {
     const bool dynamic = w->flavor == OS_FLAVOR_DYNAMIC;
+    if (op->kind >= OS_RMA_ACC) {
+        const char *addr = op->ttype->nblocks ? taddr + op->ttype->blocks[0].disp : taddr;
+        int amo = dynamic ? -1 : direct_amo(w, op, addr);
+        if (amo >= 0)
+            return direct_acc(w, op, amo, addr);
+        OS_STAT(w, FALLBACK_ACC_REQUEST, 1);
+    }
     if ((op->kind == OS_RMA_PUT || op->kind == OS_RMA_GET) && !dynamic) {
         os_status_t st = rdma(w, op, taddr);
         /* An R* request is complete when it returns: the get's data is here
@@ -727,6 +840,7 @@ os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b
         st = post_acked(w, target, &h, m, mlen);
         free(m);
         OS_STAT(w, FALLBACK_AM, 1);
+        OS_STAT(w, FALLBACK_ACC_REQUEST, nruns);
     }
     return st;
 }
@@ -745,13 +859,7 @@ os_status_t os_remote_flush(os_win_t *w, int target)
                 first = st;
             w->dirty[t] = 0;
         }
-        os_backoff_t b = OS_BACKOFF_INIT;
-        os_ucx_wait_begin();
-        while (atomic_load_explicit(&w->acks[t], memory_order_acquire) > 0) {
-            progress_hook();
-            os_backoff_wait(&b);
-        }
-        os_ucx_wait_end();
+        await_acks(w, t);
     }
     return first;
 }
@@ -771,7 +879,7 @@ static os_status_t net_lock(os_win_t *w, int target, bool exclusive, bool *parke
         switch (os_nl_next(&f, &a)) {
         case OS_NL_DO_AMO: {
             uint64_t old = a.compare;
-            os_status_t st = os_ucx_atomic(w->peers[target].world, amo_op[a.op], a.value, &old,
+            os_status_t st = os_ucx_atomic(w->peers[target].world, amo_op[a.op], 8, a.value, &old,
                                            w->nl_addr[target], w->nl_rkey[target]);
             if (st)
                 return st;
@@ -797,7 +905,7 @@ static os_status_t net_lock(os_win_t *w, int target, bool exclusive, bool *parke
 static os_status_t net_unlock(os_win_t *w, int target, bool exclusive)
 {
     os_nl_amo_t a = os_nl_release(exclusive);
-    return os_ucx_atomic(w->peers[target].world, OS_UCX_AMO_ADD, a.value, NULL,
+    return os_ucx_atomic(w->peers[target].world, OS_UCX_AMO_ADD, 8, a.value, NULL,
                          w->nl_addr[target], w->nl_rkey[target]);
 }
 
@@ -904,11 +1012,13 @@ os_status_t os_remote_post(os_win_t *w, int origin)
     return post_noreply(w, origin, &h);
 }
 
+/* A call, not a posted message: once MPI_Win_complete returns, the target's
+ * MPI_Win_test must see it (after, say, a barrier of both). */
 os_status_t os_remote_complete(os_win_t *w, int target)
 {
     os_status_t st = os_remote_flush(w, target);
     req_hdr_t h = { .kind = K_COMPLETE };
-    os_status_t st2 = post_noreply(w, target, &h);
+    os_status_t st2 = call(w, target, &h, NULL, 0, NULL, 0);
     return st ? st : st2;
 }
 

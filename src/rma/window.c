@@ -22,6 +22,7 @@ typedef struct {
     int32_t world;         /* MPI_COMM_WORLD rank */
     int32_t node;          /* world rank of the first process of its (virtual) node */
     int32_t lock, lock_policy, lock_streak; /* agreed: every locker must use one design */
+    int32_t acc_direct;    /* agreed: a network atomic is atomic only if no process bulk-stores */
 } peer_info_t;
 
 MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size)
@@ -147,7 +148,8 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
                           .max_regions = cfg->dynamic_max_regions,
                           .fence_defer = cfg->fence_defer, .region_fd = -1,
                           .world = world_rank, .node = node_first, .lock = cfg->lock,
-                          .lock_policy = cfg->lock_policy, .lock_streak = cfg->lock_streak };
+                          .lock_policy = cfg->lock_policy, .lock_streak = cfg->lock_streak,
+                          .acc_direct = cfg->acc_direct };
     if (flavor == OS_FLAVOR_CREATE && size > 0) {
         os_shm_region_t reg;
         if (os_shm_region_find(base, (size_t)size, &reg)) {
@@ -178,7 +180,17 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
             w->cfg.lock_policy = all[r].lock_policy;
         if (all[r].lock_streak > w->cfg.lock_streak)
             w->cfg.lock_streak = all[r].lock_streak;
+        if (!all[r].acc_direct)
+            w->cfg.acc_direct = 0;
     }
+    /* Direct accumulates change target memory with network atomics, which
+     * cannot take part in the bulk accumulate's handshake (ops.c): on a
+     * window that has them, every accumulate stays one atomic per element.
+     * Dynamic windows have no keys: their accumulates are requests. */
+    if (w->multinode && w->cfg.acc_direct && flavor != OS_FLAVOR_DYNAMIC)
+        w->cfg.acc_bulk_min = 0;
+    else
+        w->cfg.acc_direct = 0;
     w->max_regions = 0;
     if (flavor == OS_FLAVOR_DYNAMIC)
         for (int r = 0; r < w->nranks; r++)

@@ -93,6 +93,13 @@ void os_log_set_rank(int rank);
       "Accumulates of at least this many bytes on memory that takes CPU atomics exclude the "  \
       "atomic ones for a moment and combine with plain vectorized loads and stores (ten "     \
       "times the bandwidth of one atomic per element); 0 = always one atomic per element.")   \
+    X(acc_direct, int, "ONESIDED_ACC_DIRECT", "onesided_acc_direct", "1",                    \
+      "Direct accumulate (paper 001) for windows spanning nodes: one element of 4 or 8 bytes "  \
+      "to another node's memory (Fetch_and_op, Compare_and_swap, Get_accumulate and "          \
+      "uncoalesced Accumulate with SUM, REPLACE, NO_OP, BAND, BOR or BXOR on the types UCX "    \
+      "can take) is one network atomic, done without the target. Such windows give up bulk "   \
+      "accumulates (onesided_acc_bulk_min), whose plain stores a network atomic cannot see. "  \
+      "Agreed at window creation (any process asking for 0 wins).")                            \
     X(alloc_mem_shared, int, "ONESIDED_ALLOC_MEM", NULL, "1",                                 \
       "1 = MPI_Alloc_mem returns memory other processes of the node can map, so that "       \
       "MPI_Win_create over it gets load/store and CPU atomics instead of CMA; 0 = the "       \

@@ -171,6 +171,37 @@ static void pscw_patterns(void)
         MPI_Group_free(&gr);
     }
     CHECK(ok, "ring PSCW with MPI_MODE_NOCHECK");
+    /* A complete that returned is visible to the target's MPI_Win_test once
+     * both have passed a barrier (mpi4py's testStartCompletePostTest): the
+     * target learns of a completion from another node by a message, which
+     * must have arrived before the origin's complete returns. */
+    for (int it = 0; it < 20; it++) {
+        if (t_rank == 0) {
+            int n = t_size - 1, *others = malloc(sizeof(int) * (size_t)(n + 1));
+            for (int i = 0; i < n; i++)
+                others[i] = i + 1;
+            MPI_Group_incl(world, n, others, &g);
+            free(others);
+            MPI_Win_start(g, 0, t.win);
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Win_complete(t.win);
+            MPI_Barrier(MPI_COMM_WORLD);
+        } else {
+            int zero = 0, flag = 1;
+            MPI_Group_incl(world, 1, &zero, &g);
+            MPI_Win_post(g, 0, t.win);
+            MPI_Win_test(t.win, &flag);
+            ok &= !flag;
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Win_test(t.win, &flag);
+            ok &= flag;
+            if (!flag)
+                MPI_Win_wait(t.win);
+        }
+        MPI_Group_free(&g);
+    }
+    CHECK(ok, "MPI_Win_test after the origin's complete and a barrier");
     /* An origin with an empty group, and a target exposed to nobody. */
     MPI_Group empty;
     MPI_Group_incl(world, 0, NULL, &empty);

@@ -55,13 +55,14 @@ void os_ucx_rkey_destroy(void *rkey);
  * os_ucx_flush of that peer. The buffers must stay valid until then. */
 os_status_t os_ucx_put(int peer, const void *buf, size_t len, uint64_t raddr, void *rkey);
 os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rkey);
-/* Blocking 64-bit network atomic, done at the target when it returns and
- * coherent with CPU atomics on the target's node (UCX atomic mode "cpu"): op is one of OS_UCX_AMO_*; for CSWAP,
- * *result holds the compare value on entry. *result gets the old value. */
+/* Blocking network atomic on `size` (4 or 8) bytes, done at the target when
+ * it returns and coherent with CPU atomics on the target's node (UCX atomic
+ * mode "cpu"): op is one of OS_UCX_AMO_*; for CSWAP, *result holds the
+ * compare value on entry. *result gets the old value (zero-extended). */
 enum { OS_UCX_AMO_ADD, OS_UCX_AMO_SWAP, OS_UCX_AMO_CSWAP, OS_UCX_AMO_AND, OS_UCX_AMO_OR,
        OS_UCX_AMO_XOR };
-os_status_t os_ucx_atomic(int peer, int op, uint64_t value, uint64_t *result, uint64_t raddr,
-                          void *rkey);
+os_status_t os_ucx_atomic(int peer, int op, size_t size, uint64_t value, uint64_t *result,
+                          uint64_t raddr, void *rkey);
 /* Remote completion of everything issued to `peer` (all peers when peer < 0). */
 os_status_t os_ucx_flush(int peer);
 

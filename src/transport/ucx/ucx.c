@@ -62,7 +62,7 @@ os_status_t os_ucx_init(void **addr, size_t *len)
     }
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64 | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
     };
     s = ucp_init(&params, config, &U.ctx);
     ucp_config_release(config);
@@ -323,36 +323,47 @@ os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rk
     return release_req(ucp_get_nbx(ep, buf, len, raddr, rkey, &p), "ucp_get_nbx");
 }
 
-os_status_t os_ucx_atomic(int peer, int op, uint64_t value, uint64_t *result, uint64_t raddr,
-                          void *rkey)
+os_status_t os_ucx_atomic(int peer, int op, size_t size, uint64_t value, uint64_t *result,
+                          uint64_t raddr, void *rkey)
 {
     static const ucp_atomic_op_t ops[] = { UCP_ATOMIC_OP_ADD, UCP_ATOMIC_OP_SWAP,
                                            UCP_ATOMIC_OP_CSWAP, UCP_ATOMIC_OP_AND,
                                            UCP_ATOMIC_OP_OR, UCP_ATOMIC_OP_XOR };
     ucp_ep_h ep;
+    if (size != 4 && size != 8)
+        return OS_ERR(OS_ERR_ARG, "network atomic of %zu bytes", size);
     os_status_t st = endpoint(peer, &ep);
     if (st)
         return st;
     /* CSWAP: the reply buffer carries the swap value in and the old value
      * out, while `buffer` is the compare value; our callers pass the compare
      * value in *result and the new value in `value`, so swap the roles. */
-    uint64_t buffer = value, reply = result ? *result : 0;
+    uint64_t in = value, out = result ? *result : 0;
     if (op == OS_UCX_AMO_CSWAP) {
-        buffer = reply;
-        reply = value;
+        in = out;
+        out = value;
+    }
+    /* UCX reads and writes operands of the operation's own width. */
+    union { uint64_t u64; uint32_t u32; } buffer, reply;
+    if (size == 8) {
+        buffer.u64 = in;
+        reply.u64 = out;
+    } else {
+        buffer.u32 = (uint32_t)in;
+        reply.u32 = (uint32_t)out;
     }
     /* Always fetch, even when the caller wants no value: a posted atomic
      * completes when it leaves, and the caller may free the target's memory
      * (MPI_Win_free after an unlock) before an emulated one arrives. */
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER,
-        .datatype = ucp_dt_make_contig(8),
+        .datatype = ucp_dt_make_contig(size),
         .reply_buffer = &reply,
     };
     st = wait_req(ucp_atomic_op_nbx(ep, ops[op], &buffer, 1, raddr, rkey, &p),
                   "ucp_atomic_op_nbx");
     if (!st && result)
-        *result = reply;
+        *result = size == 8 ? reply.u64 : reply.u32;
     return st;
 }
 
