@@ -19,9 +19,14 @@ if [ ! -d "$src/test" ]; then
     "$venv/bin/pip" download -q --no-deps --no-binary :all: "mpi4py==$ver" -d "$build/mpi4py-sdist"
     tar -xzf "$build/mpi4py-sdist/mpi4py-$ver.tar.gz" -C "$build"
 fi
+# What the environment forces (virtual nodes, lock design), for the summary.
+where="onesided preloaded"
+[ -n "${ONESIDED_NODE_SIZE:-}" ] && where="$where, virtual nodes of $ONESIDED_NODE_SIZE"
+[ -n "${ONESIDED_LOCK:-}" ] && where="$where, lock design $ONESIDED_LOCK"
+tag="${ONESIDED_NODE_SIZE:+-vnode$ONESIDED_NODE_SIZE}${ONESIDED_LOCK:+-$ONESIDED_LOCK}"
 status=0
 for np in $nps; do
-    log="$build/mpi4py-np$np.log"
+    log="$build/mpi4py-np$np$tag.log"
     set +e
     timeout 900 "$build/onesided-run" -n "$np" "$venv/bin/python" "$src/test/main.py" \
         -i test_rma -i test_rma_nb -i test_win -i test_util_sync >"$log" 2>&1
@@ -31,7 +36,7 @@ for np in $nps; do
     ran=$({ grep -Eo '^Ran [0-9]+ tests' "$log" || true; } | tail -1 | { grep -Eo '[0-9]+' || echo 0; })
     failed=$({ grep -Eo '(failures|errors)=[0-9]+' "$log" || true; } | awk -F= '{s += $2} END {print s + 0}')
     if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi
-    echo "mpi4py $ver on $np processes (onesided preloaded): $ran tests run, $failed failed"
+    echo "mpi4py $ver on $np processes ($where): $ran tests run, $failed failed"
     if [ "$rc" != 0 ]; then
         tail -40 "$log"
         status=1
