@@ -12,6 +12,8 @@
  *   bit 62  WRITER  held exclusively
  *   bit 61  WANT    an exclusive locker waits: new shared lockers hold off,
  *                   so a stream of readers cannot starve a writer
+ *   bit 60  BRIDGE  the node's side holds the lock shared (hybrid, shared
+ *                   mode): network readers may enter, network writers wait
  *   bits 0-31       shared holders
  * Unlike the CPU ticket lock this one is not FIFO: a network locker cannot
  * wait for its turn without polling the target, so it retries with backoff.
@@ -24,6 +26,7 @@
 #define OS_NL_PARKED (1ull << 63)
 #define OS_NL_WRITER (1ull << 62)
 #define OS_NL_WANT (1ull << 61)
+#define OS_NL_BRIDGE (1ull << 60)
 #define OS_NL_READERS 0xffffffffull
 
 /* One network atomic the state machine asks for (the transport's op codes). */
@@ -139,14 +142,17 @@ static inline os_nl_amo_t os_nl_release(bool exclusive)
 
 /* ----------------------------------- the lock manager's side (CPU atomics) */
 
-/* Unpark it (migration to network mode), granting it to the requester that
- * caused the migration in the same atomic step. Shared lockers that saw
- * PARKED may still have their +1 in the count; each takes it back itself. */
+/* Unpark it, granting it to the requester that caused the migration in the
+ * same atomic step: exclusively (network mode), or shared with BRIDGE set
+ * (shared mode: the node's readers still hold the CPU lock). Shared lockers
+ * that saw PARKED may still have their +1 in the count; each takes it back
+ * itself. A WANT bit left from before the parking is dropped: its writer saw
+ * PARKED and asked the manager. */
 static inline void os_nl_unpark_grant(_Atomic uint64_t *word, bool exclusive)
 {
     uint64_t old = atomic_load_explicit(word, memory_order_acquire), nw;
     do {
-        nw = (old & OS_NL_READERS) + (exclusive ? OS_NL_WRITER : 1);
+        nw = (old & OS_NL_READERS) + (exclusive ? OS_NL_WRITER : 1 + OS_NL_BRIDGE);
     } while (!atomic_compare_exchange_weak_explicit(word, &old, nw, memory_order_acq_rel,
                                                     memory_order_acquire));
 }
@@ -184,23 +190,55 @@ static inline bool os_lock_policy_migrate(os_lock_policy_t p, uint64_t evidence,
 
 /* ------------------------------------------ the hybrid lock's manager */
 
-/* The mode variable in node shared memory, read by the node's lockers. */
+/* The mode variable in node shared memory, read by the node's lockers:
+ * CPU: take the CPU ticket lock; NET: take the network word (or draw a CPU
+ * ticket, which asks the manager to bring the lock back). */
 enum { OS_LOCKMODE_CPU = 0, OS_LOCKMODE_NET = 1 };
 
 /*
  * The lock manager of one process's hybrid lock (paper 000, Figure 5), run by
- * that process (its progress thread). States:
- *   CPU     the lock lives in the CPU ticket lock; the network word is PARKED
- *   TO_NET  a remote request migrates it: the manager drew a "park" ticket and
- *           waits for the node's holders ahead of it to leave
- *   NET     the park ticket holds the CPU lock; lockers use the network word
- *   TO_CPU  a local locker drew a ticket behind the park ticket: the manager
- *           set PARKED (no new network locker gets in) and waits for the
- *           network holders to leave
- * The mode variable changes only while the manager holds both locks, so a
- * locker that holds either lock sees a mode that cannot change under it.
+ * that process (its progress thread). The lock is one reader-writer lock made
+ * of two: the CPU ticket lock and the network word. The manager holds one of
+ * them on behalf of the other side's lockers:
+ *   CPU       the network word is PARKED: other nodes ask the manager, which
+ *             draws CPU tickets for them
+ *   NET       the manager holds the CPU lock exclusively (its "park" ticket);
+ *             every locker may use the network word
+ *   SHARED    the manager holds the CPU lock shared and the word has BRIDGE:
+ *             readers of both sides go in one-sidedly, each on its own word;
+ *             a writer of either side sends the lock back to the CPU side
+ *             (or, for a network writer when the node holds nothing, on to
+ *             NET)
+ * and the transitions between them:
+ *   TO_NET    an exclusive remote request migrates the lock: the park ticket
+ *             waits for the node's holders ahead of it
+ *   TO_SHARED a shared remote request migrates it: the manager's shared
+ *             ticket waits for the node's writers ahead of it (not readers)
+ *   TO_CPU    a node's locker waits behind the manager's CPU ticket: the word
+ *             is PARKED (no new network locker) and the manager waits for the
+ *             network holders; once no network writer holds it, the manager's
+ *             hold is shared, so the node's readers go in at once
+ *
+ * The rule that keeps migration from deadlocking a correct program: a
+ * migration never makes a locker wait for a holder it is compatible with.
+ * A migration for a reader waits only for writers, and a node's reader that
+ * brings the lock back waits only for network writers. A program whose
+ * readers hold the lock while they wait for each other (a lock_all held
+ * across a spin on a flag) therefore runs as it does on one plain
+ * reader-writer lock, whichever side its processes are on.
+ *
+ * The mode variable changes only while the manager holds the side the node's
+ * lockers are leaving, so a locker that holds either lock sees a mode that
+ * cannot change under it.
  */
-typedef enum { OS_HYB_CPU, OS_HYB_TO_NET, OS_HYB_NET, OS_HYB_TO_CPU } os_hyb_state_t;
+typedef enum {
+    OS_HYB_CPU,
+    OS_HYB_TO_NET,
+    OS_HYB_TO_SHARED,
+    OS_HYB_NET,
+    OS_HYB_SHARED,
+    OS_HYB_TO_CPU,
+} os_hyb_state_t;
 
 typedef struct {
     os_lockword_t *cpu;            /* the CPU ticket lock */
@@ -208,20 +246,23 @@ typedef struct {
     _Atomic uint64_t *local_count; /* local lockers that used the network lock */
     _Atomic uint64_t *net;         /* the network lock word */
     os_hyb_state_t state;
-    uint16_t park;                 /* TO_NET..TO_CPU: the ticket held for the network side */
-    bool grant_excl;               /* TO_NET: what the migrating requester asked for */
+    uint16_t park;                 /* every state but CPU: the manager's CPU ticket */
+    bool park_shared;              /* that ticket is held (or wanted) shared */
     uint16_t seen_next;            /* the ticket counter after the manager's last ticket */
+    uint16_t stalled;              /* SHARED: the CPU ticket seen waiting at the last poll */
+    bool stalled_seen;             /* ... and whether there was one */
     uint64_t remote_streak;        /* remote requests since the last local locker */
     uint64_t rng;
-    uint64_t to_net, to_cpu;       /* migrations done */
+    uint64_t to_net, to_cpu;       /* migrations done (to_net: to NET or SHARED) */
 } os_hyb_mgr_t;
 
 /* How the manager answers a remote request that found the word PARKED. */
 typedef enum {
-    OS_HYB_R_MANAGER,   /* grant it on the CPU lock (draw a ticket for it) */
-    OS_HYB_R_MIGRATING, /* it migrates the lock: granted with the network lock when NET */
+    OS_HYB_R_MANAGER,   /* granted on the CPU lock: wait for os_hyb_last_ticket */
+    OS_HYB_R_MIGRATING, /* it migrates the lock: granted with the network word once
+                           os_hyb_migrating is false */
     OS_HYB_R_WAIT,      /* a migration is under way: answer "retry" when it ends */
-    OS_HYB_R_RETRY,     /* the lock is in network mode: retry with network atomics */
+    OS_HYB_R_RETRY,     /* the word is open: retry with network atomics */
 } os_hyb_reply_t;
 
 static inline void os_hyb_init(os_hyb_mgr_t *m, os_lockword_t *cpu, _Atomic uint64_t *mode,
@@ -234,6 +275,12 @@ static inline void os_hyb_init(os_hyb_mgr_t *m, os_lockword_t *cpu, _Atomic uint
     atomic_store_explicit(mode, OS_LOCKMODE_CPU, memory_order_release);
 }
 
+/* A migration to the network side waits for the CPU lock. */
+static inline bool os_hyb_migrating(const os_hyb_mgr_t *m)
+{
+    return m->state == OS_HYB_TO_NET || m->state == OS_HYB_TO_SHARED;
+}
+
 /* A request from another node; `may_migrate` is false when the network side
  * could not be served without this process (no progress thread). */
 static inline os_hyb_reply_t os_hyb_request(os_hyb_mgr_t *m, bool exclusive, bool may_migrate,
@@ -241,10 +288,15 @@ static inline os_hyb_reply_t os_hyb_request(os_hyb_mgr_t *m, bool exclusive, boo
 {
     switch (m->state) {
     case OS_HYB_NET:
-        return OS_HYB_R_RETRY;
+    case OS_HYB_SHARED:
+        return OS_HYB_R_RETRY; /* a stale request: the word is not parked */
     case OS_HYB_TO_NET:
+    case OS_HYB_TO_SHARED:
+        return OS_HYB_R_WAIT; /* behind a writer of the node, as its ticket would be */
     case OS_HYB_TO_CPU:
-        return OS_HYB_R_WAIT;
+        /* The node's lockers are coming back: queue with them, in order. */
+        m->seen_next = (uint16_t)(os_lock_ticket(m->cpu) + 1);
+        return OS_HYB_R_MANAGER;
     case OS_HYB_CPU:
     default:
         break;
@@ -257,14 +309,14 @@ static inline os_hyb_reply_t os_hyb_request(os_hyb_mgr_t *m, bool exclusive, boo
     uint16_t ticket = os_lock_ticket(m->cpu);
     m->seen_next = (uint16_t)(ticket + 1);
     if (!migrate)
-        return OS_HYB_R_MANAGER; /* the caller waits for `ticket`: see os_hyb_last_ticket */
+        return OS_HYB_R_MANAGER;
     m->park = ticket;
-    m->grant_excl = exclusive;
-    m->state = OS_HYB_TO_NET;
+    m->park_shared = !exclusive;
+    m->state = exclusive ? OS_HYB_TO_NET : OS_HYB_TO_SHARED;
     return OS_HYB_R_MIGRATING;
 }
 
-/* The ticket os_hyb_request drew (R_MANAGER: the requester's; R_MIGRATING: the park). */
+/* The ticket os_hyb_request drew for an R_MANAGER answer. */
 static inline uint16_t os_hyb_last_ticket(const os_hyb_mgr_t *m)
 {
     return (uint16_t)(m->seen_next - 1);
@@ -272,9 +324,32 @@ static inline uint16_t os_hyb_last_ticket(const os_hyb_mgr_t *m)
 
 typedef enum { OS_HYB_EV_NONE, OS_HYB_EV_NET_READY, OS_HYB_EV_CPU_READY } os_hyb_event_t;
 
-/* Advance a migration; called often (never blocks). NET_READY: the lock is
- * in network mode and the migrating requester holds the network word (grant
- * it; answer the waiting ones "retry"). CPU_READY: back in CPU mode. */
+/* Turn the manager's shared CPU hold into an exclusive one if nobody else
+ * holds or waits for the CPU lock: its ticket is the only one not released
+ * (write == park, next == park + 1) and only `read` shows it shared. */
+static inline bool os_hyb_try_upgrade(os_hyb_mgr_t *m)
+{
+    uint64_t w = atomic_load_explicit(m->cpu, memory_order_acquire);
+    if (os_lock_write_field(w) != m->park || os_lock_next_field(w) != (uint16_t)(m->park + 1))
+        return false;
+    uint64_t nw = (w & ~(0xffffull << 16)) | ((uint64_t)m->park << 16);
+    return atomic_compare_exchange_strong_explicit(m->cpu, &w, nw, memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
+/* The manager holds the CPU lock exclusively: open the word to everybody. */
+static inline void os_hyb_enter_net(os_hyb_mgr_t *m)
+{
+    m->park_shared = false;
+    atomic_store_explicit(m->local_count, 0, memory_order_relaxed);
+    atomic_store_explicit(m->mode, OS_LOCKMODE_NET, memory_order_release);
+    atomic_fetch_and_explicit(m->net, ~OS_NL_BRIDGE, memory_order_acq_rel);
+    m->state = OS_HYB_NET;
+}
+
+/* Advance the manager; called often (never blocks). NET_READY: a migration
+ * to the network side is done and its requester holds the word (grant it;
+ * answer the waiting ones "retry"). CPU_READY: back in CPU mode. */
 static inline os_hyb_event_t os_hyb_poll(os_hyb_mgr_t *m)
 {
     switch (m->state) {
@@ -283,12 +358,54 @@ static inline os_hyb_event_t os_hyb_poll(os_hyb_mgr_t *m)
             return OS_HYB_EV_NONE;
         /* Both locks are ours: the CPU lock by the park ticket, the network
          * word by PARKED. Publish the mode, then let the requester in. */
-        atomic_store_explicit(m->local_count, 0, memory_order_relaxed);
-        atomic_store_explicit(m->mode, OS_LOCKMODE_NET, memory_order_release);
-        os_nl_unpark_grant(m->net, m->grant_excl);
-        m->state = OS_HYB_NET;
+        os_hyb_enter_net(m);
+        os_nl_unpark_grant(m->net, true);
         m->to_net++;
         return OS_HYB_EV_NET_READY;
+    case OS_HYB_TO_SHARED:
+        if (!os_lock_shared_ready(m->cpu, m->park))
+            return OS_HYB_EV_NONE;
+        os_lock_bump(m->cpu, 0, 1); /* a reader: admit the next ticket if it is one */
+        /* The mode stays CPU: the node's lockers keep their own lock. */
+        os_nl_unpark_grant(m->net, false);
+        m->stalled_seen = false;
+        m->state = OS_HYB_SHARED;
+        m->to_net++;
+        return OS_HYB_EV_NET_READY;
+    case OS_HYB_SHARED: {
+        uint64_t c = atomic_load_explicit(m->cpu, memory_order_acquire);
+        uint16_t waiting = os_lock_read_field(c);
+        if (waiting == os_lock_next_field(c)) {
+            m->stalled_seen = false;
+        } else if (m->stalled_seen && m->stalled == waiting) {
+            /* The same ticket is still not admitted: a writer of the node
+             * waits for the network readers (a reader would have gone in;
+             * one poll of grace lets a reader that just drew its ticket
+             * do so). Close the word to newcomers and drain it. */
+            m->stalled_seen = false;
+            atomic_fetch_or_explicit(m->net, OS_NL_PARKED, memory_order_acq_rel);
+            m->state = OS_HYB_TO_CPU;
+            return os_hyb_poll(m);
+        } else {
+            m->stalled_seen = true;
+            m->stalled = waiting;
+        }
+        if (!(atomic_load_explicit(m->net, memory_order_acquire) & OS_NL_WANT))
+            return OS_HYB_EV_NONE;
+        /* A network writer waits: it needs the node's readers gone too. If
+         * nobody of the node holds the CPU lock, take it outright. */
+        if (os_hyb_try_upgrade(m)) {
+            os_hyb_enter_net(m);
+            return OS_HYB_EV_NONE;
+        }
+        /* Otherwise go back to the CPU side: the writer sees PARKED and
+         * queues on the CPU lock behind the node's readers. (Queueing a
+         * writer's ticket for it while keeping the word open would let a
+         * node writer ahead of that ticket in beside the network readers.) */
+        atomic_fetch_or_explicit(m->net, OS_NL_PARKED, memory_order_acq_rel);
+        m->state = OS_HYB_TO_CPU;
+        return os_hyb_poll(m);
+    }
     case OS_HYB_NET: {
         uint16_t next = os_lock_next_field(atomic_load_explicit(m->cpu, memory_order_acquire));
         if ((uint16_t)(next - m->park) == 1)
@@ -298,20 +415,33 @@ static inline os_hyb_event_t os_hyb_poll(os_hyb_mgr_t *m)
     }
         /* fall through */
     case OS_HYB_TO_CPU: {
+        /* PARKED is set, so no locker enters the word from here on; read it
+         * after setting PARKED to see every writer that got in before. */
         uint64_t old = atomic_load_explicit(m->net, memory_order_acquire);
-        if (old & ~(OS_NL_PARKED | OS_NL_WANT))
-            return OS_HYB_EV_NONE; /* network holders (or a shared locker's passing +1) */
+        if (!m->park_shared && !(old & OS_NL_WRITER)) {
+            /* Only network readers remain: hold the CPU lock shared, so the
+             * node's readers go in beside them; its writers still wait. */
+            os_lock_bump(m->cpu, 0, 1);
+            m->park_shared = true;
+            atomic_store_explicit(m->mode, OS_LOCKMODE_CPU, memory_order_release);
+        }
+        if (old & ~(OS_NL_PARKED | OS_NL_WANT | OS_NL_BRIDGE))
+            return OS_HYB_EV_NONE; /* network holders (or a reader's passing +1) */
         if (!atomic_compare_exchange_strong_explicit(m->net, &old, OS_NL_PARKED,
                                                      memory_order_acq_rel, memory_order_acquire))
             return OS_HYB_EV_NONE;
         atomic_store_explicit(m->mode, OS_LOCKMODE_CPU, memory_order_release);
         m->remote_streak = 0;
         m->seen_next = os_lock_next_field(atomic_load_explicit(m->cpu, memory_order_acquire));
-        os_lock_release_excl(m->cpu); /* the park ticket: the waiting locals go in */
+        if (m->park_shared)
+            os_lock_release_shared(m->cpu);
+        else
+            os_lock_release_excl(m->cpu);
         m->state = OS_HYB_CPU;
         m->to_cpu++;
         return OS_HYB_EV_CPU_READY;
     }
+    case OS_HYB_CPU:
     default:
         return OS_HYB_EV_NONE;
     }

@@ -17,7 +17,8 @@
  *                   and grants it by reply; network: network atomics on the
  *                   target's lock word (os_netlock.h); hybrid: the node's
  *                   lockers use the CPU lock and the others the network word,
- *                   and the lock migrates between them through the manager
+ *                   and the manager moves the lock between them without ever
+ *                   making a reader wait for a reader (os_netlock.h)
  *   post, complete  one message each (complete waits for its reply), counted
  *                   into the same shared counters that origins of the
  *                   target's own node update
@@ -320,10 +321,8 @@ static os_hyb_event_t hyb_poll(os_win_t *w)
 /* A lock request's turn has come when its ticket is served. */
 static bool lock_ready(os_win_t *w, pending_t *p)
 {
-    if (p->wait == WAIT_MIGRATED)
-        return w->hyb.state != OS_HYB_TO_NET;
-    if (p->wait == WAIT_MIGRATION)
-        return w->hyb.state == OS_HYB_CPU || w->hyb.state == OS_HYB_NET;
+    if (p->wait == WAIT_MIGRATED || p->wait == WAIT_MIGRATION)
+        return !os_hyb_migrating(&w->hyb);
     os_lockword_t *l = &w->ctl[w->rank].lock;
     if (p->h.op) /* exclusive */
         return os_lock_excl_ready(l, p->ticket);

@@ -7,6 +7,8 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <unistd.h>
 
 /* Run an atomic the state machine asks for; returns the old value. */
 static uint64_t amo(_Atomic uint64_t *word, const os_nl_amo_t *a)
@@ -90,6 +92,15 @@ static void test_policies(void)
     CHECK(yes > 400 && yes < 600, "random: about half (%d of 1000)", yes);
 }
 
+/* A reader's ticket: admitted now? (then it lets the next reader in) */
+static bool shared_take(os_lockword_t *l, uint16_t t)
+{
+    if (!os_lock_shared_ready(l, t))
+        return false;
+    os_lock_bump(l, 0, 1);
+    return true;
+}
+
 /* The hybrid manager's transitions, one by one, including both races. */
 static void test_hybrid_transitions(void)
 {
@@ -123,13 +134,16 @@ static void test_hybrid_transitions(void)
     CHECK(!os_lock_excl_ready(&cpu, t), "local waits behind the park ticket");
     CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE && m.state == OS_HYB_TO_CPU, "migration back starts");
     CHECK(nl_acquire(&net, false, 10) == OS_NL_DO_PARKED, "new remote reader is sent to the manager");
-    CHECK(os_hyb_request(&m, false, true, OS_LOCK_POLICY_PAPER, 4) == OS_HYB_R_WAIT,
-          "and waits for the migration");
+    CHECK(os_hyb_request(&m, false, true, OS_LOCK_POLICY_PAPER, 4) == OS_HYB_R_MANAGER,
+          "and queues on the CPU lock behind the local");
+    uint16_t rt = os_hyb_last_ticket(&m);
     nl_release(&net, true); /* the remote holder leaves */
     CHECK(os_hyb_poll(&m) == OS_HYB_EV_CPU_READY && mode == OS_LOCKMODE_CPU && net == OS_NL_PARKED,
           "CPU mode again");
-    CHECK(os_lock_excl_ready(&cpu, t), "the local goes in");
+    CHECK(os_lock_excl_ready(&cpu, t) && !os_lock_shared_ready(&cpu, rt), "the local goes in first");
     os_lock_release_excl(&cpu);
+    CHECK(shared_take(&cpu, rt), "then the remote reader");
+    os_lock_release_shared(&cpu);
     CHECK(m.to_net == 1 && m.to_cpu == 1, "two migrations counted");
 
     /* History policy: a remote streak broken by local lockers never migrates. */
@@ -152,6 +166,99 @@ static void test_hybrid_transitions(void)
     CHECK(os_hyb_poll(&m) == OS_HYB_EV_NET_READY, "network mode");
     nl_release(&net, true);
     CHECK(os_hyb_request(&m, true, false, OS_LOCK_POLICY_PAPER, 2) == OS_HYB_R_RETRY, "retry");
+}
+
+/* Readers never wait for readers, whichever side they are on and whatever
+ * migration is under way: a program whose readers hold the lock while they
+ * wait for each other (mpi4py's condition variables spin under lock_all)
+ * deadlocked when a migration made a reader wait behind a reader. */
+static void test_hybrid_readers(void)
+{
+    os_lockword_t cpu = 0;
+    _Atomic uint64_t mode, count, net;
+    os_hyb_mgr_t m;
+    os_hyb_init(&m, &cpu, &mode, &count, &net, 7);
+
+    /* A node's reader holds the lock; a remote reader migrates it. */
+    uint16_t l1 = os_lock_ticket(&cpu);
+    CHECK(shared_take(&cpu, l1), "node reader 1 in");
+    CHECK(os_hyb_request(&m, false, true, OS_LOCK_POLICY_PAPER, 4) == OS_HYB_R_MIGRATING,
+          "a remote reader migrates the lock");
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_NET_READY && m.state == OS_HYB_SHARED,
+          "shared mode at once: the remote reader does not wait for the node's reader");
+    CHECK(net == (OS_NL_BRIDGE | 1) && mode == OS_LOCKMODE_CPU,
+          "the word holds the remote reader beside the node's (%llx)", (unsigned long long)net);
+    uint16_t l2 = os_lock_ticket(&cpu);
+    CHECK(shared_take(&cpu, l2), "a new node reader goes in on the CPU lock");
+    CHECK(nl_acquire(&net, false, 3) == OS_NL_DO_GOT, "a new remote reader goes in one-sidedly");
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE && m.state == OS_HYB_SHARED, "readers: nothing moves");
+
+    /* A network writer waits for every reader: the lock goes back to the
+     * CPU side, where the writer queues behind the readers of both sides. */
+    CHECK(nl_acquire(&net, true, 4) != OS_NL_DO_GOT && (net & OS_NL_WANT), "network writer waits");
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE && m.state == OS_HYB_TO_CPU, "the word closes");
+    uint16_t l3 = os_lock_ticket(&cpu);
+    CHECK(shared_take(&cpu, l3), "a node reader still goes in");
+    CHECK(nl_acquire(&net, true, 4) == OS_NL_DO_PARKED, "the writer is sent to the manager");
+    CHECK(os_hyb_request(&m, true, true, OS_LOCK_POLICY_PAPER, 4) == OS_HYB_R_MANAGER,
+          "and queued on the CPU lock");
+    uint16_t wt = os_hyb_last_ticket(&m);
+    nl_release(&net, false);
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE, "one network reader still holds");
+    nl_release(&net, false);
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_CPU_READY && net == OS_NL_PARKED, "CPU mode");
+    CHECK(!os_lock_excl_ready(&cpu, wt), "the writer waits for the node readers");
+    for (int i = 0; i < 3; i++)
+        os_lock_release_shared(&cpu);
+    CHECK(os_lock_excl_ready(&cpu, wt), "then goes in");
+    os_lock_release_excl(&cpu);
+
+    /* Network mode, a network reader holds; a node's reader brings the lock
+     * back without waiting for it, and a remote reader then joins them. */
+    CHECK(os_hyb_request(&m, true, true, OS_LOCK_POLICY_PAPER, 4) == OS_HYB_R_MIGRATING &&
+              os_hyb_poll(&m) == OS_HYB_EV_NET_READY && m.state == OS_HYB_NET, "network mode");
+    nl_release(&net, true);
+    CHECK(nl_acquire(&net, false, 3) == OS_NL_DO_GOT, "a network reader holds");
+    uint16_t l4 = os_lock_ticket(&cpu);
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE && m.state == OS_HYB_TO_CPU, "migration back starts");
+    CHECK(shared_take(&cpu, l4) && mode == OS_LOCKMODE_CPU,
+          "the node reader goes in while the network reader holds");
+    CHECK(os_hyb_request(&m, false, true, OS_LOCK_POLICY_PAPER, 4) == OS_HYB_R_MANAGER &&
+              shared_take(&cpu, os_hyb_last_ticket(&m)), "a remote reader goes in too");
+    uint16_t l5 = os_lock_ticket(&cpu);
+    CHECK(!os_lock_excl_ready(&cpu, l5), "a node writer waits for all three");
+    os_lock_release_shared(&cpu);
+    os_lock_release_shared(&cpu);
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE && !os_lock_excl_ready(&cpu, l5),
+          "and for the network reader");
+    nl_release(&net, false);
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_CPU_READY && os_lock_excl_ready(&cpu, l5), "then goes in");
+    os_lock_release_excl(&cpu);
+
+    /* Shared mode, a node writer arrives: the word closes and drains. */
+    CHECK(os_hyb_request(&m, false, true, OS_LOCK_POLICY_PAPER, 4) == OS_HYB_R_MIGRATING &&
+              os_hyb_poll(&m) == OS_HYB_EV_NET_READY && m.state == OS_HYB_SHARED, "shared mode");
+    uint16_t l6 = os_lock_ticket(&cpu);
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE && m.state == OS_HYB_SHARED, "one poll of grace");
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE && m.state == OS_HYB_TO_CPU, "then the word closes");
+    CHECK(nl_acquire(&net, false, 3) == OS_NL_DO_PARKED, "new network readers go to the manager");
+    nl_release(&net, false); /* the migrating remote reader leaves */
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_CPU_READY && os_lock_excl_ready(&cpu, l6),
+          "the node writer goes in");
+    os_lock_release_excl(&cpu);
+
+    /* Shared mode, nobody of the node holds it, a network writer waits: the
+     * manager takes the CPU lock outright. */
+    CHECK(os_hyb_request(&m, false, true, OS_LOCK_POLICY_PAPER, 4) == OS_HYB_R_MIGRATING &&
+              os_hyb_poll(&m) == OS_HYB_EV_NET_READY, "shared mode");
+    CHECK(nl_acquire(&net, true, 4) != OS_NL_DO_GOT, "network writer waits for the reader");
+    CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE && m.state == OS_HYB_NET && !(net & OS_NL_BRIDGE),
+          "network mode without queueing");
+    nl_release(&net, false);
+    CHECK(nl_acquire(&net, true, 10) == OS_NL_DO_GOT && net == OS_NL_WRITER, "the writer is in");
+    nl_release(&net, true);
+    CHECK(m.to_net == 4 && m.to_cpu == 3, "migrations counted (%llu, %llu)",
+          (unsigned long long)m.to_net, (unsigned long long)m.to_cpu);
 }
 
 /* ---------------------------------------------------------- the races */
@@ -189,7 +296,7 @@ static hold_t remote_lock(bool excl)
         if (r == OS_HYB_R_MIGRATING) {
             for (;;) { /* granted when the manager reaches NET */
                 pthread_mutex_lock(&mgr_mutex);
-                bool done = mgr.state != OS_HYB_TO_NET;
+                bool done = !os_hyb_migrating(&mgr);
                 pthread_mutex_unlock(&mgr_mutex);
                 if (done)
                     return HOLD_NET;
@@ -294,13 +401,88 @@ static void race(os_lock_policy_t p)
            (unsigned long long)mgr.to_net, (unsigned long long)mgr.to_cpu);
 }
 
+/* Readers that wait for each other inside the lock (a lock_all held across
+ * a spin on a flag), with a writer between rounds to move the lock around:
+ * each round one thread takes the lock exclusively, then every thread takes
+ * it shared and waits in it until all are in. A migration that made a reader
+ * wait for a reader hangs here (the watchdog then fails the test). */
+enum { READER_ROUNDS = 600 };
+static _Atomic int round_gate[3];
+
+static void gate(int which, int round)
+{
+    atomic_fetch_add(&round_gate[which], 1);
+    while (atomic_load(&round_gate[which]) < (round + 1) * (LOCALS + REMOTES))
+        sched_yield();
+}
+
+static void *reader(void *arg)
+{
+    long id = (long)arg;
+    bool remote = id >= LOCALS;
+    uint64_t rng = (uint64_t)id * 2654435761u + 1;
+    for (int r = 0; r < READER_ROUNDS; r++) {
+        gate(0, r);
+        if (r % (LOCALS + REMOTES) == id) {
+            hold_t h = remote ? remote_lock(true) : local_lock(true, &rng);
+            counter++;
+            unlock(h, true);
+        }
+        gate(1, r);
+        hold_t h = remote ? remote_lock(false) : local_lock(false, &rng);
+        gate(2, r); /* every reader holds the lock at once */
+        unlock(h, false);
+    }
+    return NULL;
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_netlock: readers waiting for each other deadlocked\n";
+    if (write(2, msg, sizeof msg - 1) < 0)
+        _exit(2);
+    _exit(1);
+}
+
+static void readers_race(os_lock_policy_t p)
+{
+    policy = p;
+    cpu_lock = 0;
+    counter = 0;
+    stop_manager = 0;
+    for (int i = 0; i < 3; i++)
+        round_gate[i] = 0;
+    os_hyb_init(&mgr, &cpu_lock, &mode_var, &local_count, &net_word, 43);
+    signal(SIGALRM, on_alarm);
+    alarm(120);
+    pthread_t m, t[LOCALS + REMOTES];
+    pthread_create(&m, NULL, manager, NULL);
+    for (long i = 0; i < LOCALS + REMOTES; i++)
+        pthread_create(&t[i], NULL, reader, (void *)i);
+    for (int i = 0; i < LOCALS + REMOTES; i++)
+        pthread_join(t[i], NULL);
+    alarm(0);
+    atomic_store(&stop_manager, 1);
+    pthread_join(m, NULL);
+    CHECK(counter == READER_ROUNDS, "policy %d: %ld writes of %d", p, counter, READER_ROUNDS);
+    CHECK(mgr.to_net > 0 && mgr.to_cpu > 0, "policy %d: migrated both ways (%llu, %llu)", p,
+          (unsigned long long)mgr.to_net, (unsigned long long)mgr.to_cpu);
+    printf("  readers, policy %d: %llu migrations to network, %llu back\n", p,
+           (unsigned long long)mgr.to_net, (unsigned long long)mgr.to_cpu);
+}
+
 int main(void)
 {
     test_nl_transitions();
     test_policies();
     test_hybrid_transitions();
+    test_hybrid_readers();
     race(OS_LOCK_POLICY_PAPER);
     race(OS_LOCK_POLICY_HISTORY);
     race(OS_LOCK_POLICY_RANDOM);
+    readers_race(OS_LOCK_POLICY_PAPER);
+    readers_race(OS_LOCK_POLICY_HISTORY);
+    readers_race(OS_LOCK_POLICY_RANDOM);
     return UNIT_REPORT();
 }
