@@ -29,8 +29,9 @@ cmake --build build-tsan --target test_lock test_netlock test_reduce test_region
 echo "== mpi4py RMA tests with onesided preloaded"
 bash scripts/mpi4py-tests.sh build
 # Between nodes, under each lock design. Hybrid on virtual nodes of 2 with
-# 3 processes (nodes of two and of one) and the paper's policy migrates the
-# lock both ways, under condition variables that spin inside lock_all.
+# 3 processes (nodes of two and of one) and the paper's policy migrates on
+# every request from the other side, under condition variables that spin
+# inside lock_all.
 ONESIDED_NODE_SIZE=1 bash scripts/mpi4py-tests.sh build 2
 ONESIDED_NODE_SIZE=2 ONESIDED_LOCK_POLICY=paper bash scripts/mpi4py-tests.sh build 3
 ONESIDED_NODE_SIZE=1 ONESIDED_LOCK=network bash scripts/mpi4py-tests.sh build 2

@@ -227,9 +227,12 @@ enum { OS_LOCKMODE_CPU = 0, OS_LOCKMODE_NET = 1 };
  * across a spin on a flag) therefore runs as it does on one plain
  * reader-writer lock, whichever side its processes are on.
  *
- * The mode variable changes only while the manager holds the side the node's
- * lockers are leaving, so a locker that holds either lock sees a mode that
- * cannot change under it.
+ * The invariant that makes this one lock: while anybody holds one side, the
+ * manager holds the other on that holder's behalf, exclusively if a writer
+ * may be among them, shared (BRIDGE, or a shared CPU ticket) while only
+ * readers are. The mode variable only tells the node's lockers which side to
+ * try; a stale read costs a retry (the word is PARKED) or a CPU ticket that
+ * asks the manager to come back, never a wrong grant.
  */
 typedef enum {
     OS_HYB_CPU,
