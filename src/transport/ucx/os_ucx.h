@@ -58,7 +58,8 @@ os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rk
 /* Blocking network atomic on `size` (4 or 8) bytes, done at the target when
  * it returns and coherent with CPU atomics on the target's node (UCX atomic
  * mode "cpu"): op is one of OS_UCX_AMO_*; for CSWAP, *result holds the
- * compare value on entry. *result gets the old value (zero-extended). */
+ * compare value on entry. *result gets the old value (zero-extended).
+ * AND, OR and XOR take a fetch and a CSWAP loop (a UCX 1.13 bug; ucx.c). */
 enum { OS_UCX_AMO_ADD, OS_UCX_AMO_SWAP, OS_UCX_AMO_CSWAP, OS_UCX_AMO_AND, OS_UCX_AMO_OR,
        OS_UCX_AMO_XOR };
 os_status_t os_ucx_atomic(int peer, int op, size_t size, uint64_t value, uint64_t *result,

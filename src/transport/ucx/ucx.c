@@ -324,50 +324,12 @@ os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rk
 }
 
 static os_status_t atomic_native(int peer, int op, size_t size, uint64_t value,
-                                 uint64_t *result, uint64_t raddr, void *rkey);
-
-/* The operand width's mask and the three bitwise ops, for the CAS loop. */
-static uint64_t apply_bitwise(int op, uint64_t old, uint64_t value, size_t size)
-{
-    uint64_t mask = size == 8 ? ~0ull : 0xffffffffull;
-    uint64_t nw = op == OS_UCX_AMO_AND ? old & value : op == OS_UCX_AMO_OR ? old | value
-                                                                           : old ^ value;
-    return nw & mask;
-}
-
-os_status_t os_ucx_atomic(int peer, int op, size_t size, uint64_t value, uint64_t *result,
-                          uint64_t raddr, void *rkey)
-{
-    if (op != OS_UCX_AMO_AND && op != OS_UCX_AMO_OR && op != OS_UCX_AMO_XOR)
-        return atomic_native(peer, op, size, value, result, raddr, rkey);
-    /* AND, OR and XOR as a compare-and-swap loop. UCX 1.13's shared-memory
-     * transports (uct_sm_ep_atomic64_fetch and its 32-bit twin, as built in
-     * Debian 12) ignore the operand of the fetching AND/OR/XOR: AND and OR
-     * leave the word as it was and XOR clears it (test_ucx_atomics shows it
-     * at 8 and 4 bytes); ADD, SWAP and CSWAP are right. Memory that UCX allocated (the lock words) takes
-     * that path between processes of one host. A loop of ADD 0 and CSWAP is
-     * correct on every transport and costs one more round trip.
-     * Regression: test_ucx_atomics. */
-    uint64_t old = 0, seen;
-    os_status_t st = atomic_native(peer, OS_UCX_AMO_ADD, size, 0, &old, raddr, rkey);
-    for (; !st; old = seen) {
-        seen = old; /* CSWAP: compare value in, old value out */
-        st = atomic_native(peer, OS_UCX_AMO_CSWAP, size, apply_bitwise(op, old, value, size),
-                           &seen, raddr, rkey);
-        if (!st && seen == old)
-            break;
-    }
-    if (!st && result)
-        *result = old;
-    return st;
-}
-
-static os_status_t atomic_native(int peer, int op, size_t size, uint64_t value,
                                  uint64_t *result, uint64_t raddr, void *rkey)
 {
-    static const ucp_atomic_op_t ops[] = { UCP_ATOMIC_OP_ADD, UCP_ATOMIC_OP_SWAP,
-                                           UCP_ATOMIC_OP_CSWAP, UCP_ATOMIC_OP_AND,
-                                           UCP_ATOMIC_OP_OR, UCP_ATOMIC_OP_XOR };
+    /* AND, OR and XOR never come here (see os_ucx_atomic). */
+    static const ucp_atomic_op_t ops[] = { [OS_UCX_AMO_ADD] = UCP_ATOMIC_OP_ADD,
+                                           [OS_UCX_AMO_SWAP] = UCP_ATOMIC_OP_SWAP,
+                                           [OS_UCX_AMO_CSWAP] = UCP_ATOMIC_OP_CSWAP };
     ucp_ep_h ep;
     if (size != 4 && size != 8)
         return OS_ERR(OS_ERR_ARG, "network atomic of %zu bytes", size);
@@ -403,6 +365,42 @@ static os_status_t atomic_native(int peer, int op, size_t size, uint64_t value,
                   "ucp_atomic_op_nbx");
     if (!st && result)
         *result = size == 8 ? reply.u64 : reply.u32;
+    return st;
+}
+
+/* The operand width's mask and the three bitwise ops, for the CAS loop. */
+static uint64_t apply_bitwise(int op, uint64_t old, uint64_t value, size_t size)
+{
+    uint64_t mask = size == 8 ? ~0ull : 0xffffffffull;
+    uint64_t nw = op == OS_UCX_AMO_AND ? old & value : op == OS_UCX_AMO_OR ? old | value
+                                                                           : old ^ value;
+    return nw & mask;
+}
+
+os_status_t os_ucx_atomic(int peer, int op, size_t size, uint64_t value, uint64_t *result,
+                          uint64_t raddr, void *rkey)
+{
+    if (op != OS_UCX_AMO_AND && op != OS_UCX_AMO_OR && op != OS_UCX_AMO_XOR)
+        return atomic_native(peer, op, size, value, result, raddr, rkey);
+    /* AND, OR and XOR as a compare-and-swap loop. UCX 1.13's shared-memory
+     * transports (uct_sm_ep_atomic64_fetch and its 32-bit twin, as built in
+     * Debian 12) ignore the operand of the fetching AND/OR/XOR: AND and OR
+     * leave the word as it was and XOR clears it; ADD, SWAP and CSWAP are
+     * right. Memory that UCX allocated (the lock words) takes that path
+     * between processes of one host. A loop of ADD 0 and CSWAP is correct on
+     * every transport and costs one more round trip.
+     * Regression: test_ucx_atomics. */
+    uint64_t old = 0, seen;
+    os_status_t st = atomic_native(peer, OS_UCX_AMO_ADD, size, 0, &old, raddr, rkey);
+    for (; !st; old = seen) {
+        seen = old; /* CSWAP: compare value in, old value out */
+        st = atomic_native(peer, OS_UCX_AMO_CSWAP, size, apply_bitwise(op, old, value, size),
+                           &seen, raddr, rkey);
+        if (!st && seen == old)
+            break;
+    }
+    if (!st && result)
+        *result = old;
     return st;
 }
 
