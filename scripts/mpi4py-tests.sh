@@ -24,8 +24,9 @@ where="onesided preloaded"
 [ -n "${ONESIDED_NODE_SIZE:-}" ] && where="$where, virtual nodes of $ONESIDED_NODE_SIZE"
 [ -n "${ONESIDED_LOCK:-}" ] && where="$where, lock design $ONESIDED_LOCK"
 [ -n "${ONESIDED_LOCK_POLICY:-}" ] && where="$where, lock policy $ONESIDED_LOCK_POLICY"
+[ -n "${ONESIDED_UCX_TLS:-}" ] && where="$where, UCX over $ONESIDED_UCX_TLS"
 tag="${ONESIDED_NODE_SIZE:+-vnode$ONESIDED_NODE_SIZE}${ONESIDED_LOCK:+-$ONESIDED_LOCK}"
-tag="$tag${ONESIDED_LOCK_POLICY:+-$ONESIDED_LOCK_POLICY}"
+tag="$tag${ONESIDED_LOCK_POLICY:+-$ONESIDED_LOCK_POLICY}${ONESIDED_UCX_TLS:+-${ONESIDED_UCX_TLS%%,*}}"
 status=0
 for np in $nps; do
     log="$build/mpi4py-np$np$tag.log"

@@ -33,6 +33,7 @@ bash scripts/mpi4py-tests.sh build
 # every request from the other side, under condition variables that spin
 # inside lock_all.
 ONESIDED_NODE_SIZE=1 bash scripts/mpi4py-tests.sh build 2
+ONESIDED_NODE_SIZE=1 ONESIDED_UCX_TLS=tcp,self bash scripts/mpi4py-tests.sh build 2
 ONESIDED_NODE_SIZE=2 ONESIDED_LOCK_POLICY=paper bash scripts/mpi4py-tests.sh build 3
 ONESIDED_NODE_SIZE=1 ONESIDED_LOCK=network bash scripts/mpi4py-tests.sh build 2
 ONESIDED_NODE_SIZE=1 ONESIDED_LOCK=manager bash scripts/mpi4py-tests.sh build 3
