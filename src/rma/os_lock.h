@@ -59,6 +59,16 @@ static inline bool os_lock_shared_ready(os_lockword_t *l, uint16_t me)
     return os_lock_read_field(atomic_load_explicit(l, memory_order_acquire)) == me;
 }
 
+/* A reader's ticket: go in if its turn has come, admitting the next ticket
+ * if that is a reader too. Returns false (and changes nothing) otherwise. */
+static inline bool os_lock_shared_enter(os_lockword_t *l, uint16_t me)
+{
+    if (!os_lock_shared_ready(l, me))
+        return false;
+    os_lock_bump(l, 0, 1);
+    return true;
+}
+
 /* Blocking forms; `contended` (may be NULL) is set when the lock was not free. */
 static inline void os_lock_acquire_excl(os_lockword_t *l, bool *contended)
 {
@@ -83,11 +93,10 @@ static inline void os_lock_acquire_shared(os_lockword_t *l, bool *contended)
     uint16_t me = os_lock_ticket(l);
     os_backoff_t b = OS_BACKOFF_INIT;
     bool waited = false;
-    while (!os_lock_shared_ready(l, me)) {
+    while (!os_lock_shared_enter(l, me)) {
         waited = true;
         os_backoff_wait(&b);
     }
-    os_lock_bump(l, 0, 1); /* admit the next ticket if it is a reader */
     if (contended)
         *contended = waited;
 }
@@ -95,6 +104,27 @@ static inline void os_lock_acquire_shared(os_lockword_t *l, bool *contended)
 static inline void os_lock_release_shared(os_lockword_t *l)
 {
     os_lock_bump(l, 1, 0);
+}
+
+/* The exclusive holder becomes a shared one: readers queued behind it go in,
+ * writers keep waiting. Release it with os_lock_release_shared. */
+static inline void os_lock_downgrade(os_lockword_t *l)
+{
+    os_lock_bump(l, 0, 1);
+}
+
+/* The shared holder of ticket `me` becomes the exclusive one, if nobody else
+ * holds or waits for the lock: every earlier ticket is released (write == me)
+ * and none was drawn after it (next == me + 1); only `read` still shows the
+ * ticket as a reader's. Never waits. Release with os_lock_release_excl. */
+static inline bool os_lock_try_upgrade(os_lockword_t *l, uint16_t me)
+{
+    uint64_t w = atomic_load_explicit(l, memory_order_acquire);
+    if (os_lock_write_field(w) != me || os_lock_next_field(w) != (uint16_t)(me + 1))
+        return false;
+    uint64_t nw = (w & ~(0xffffull << 16)) | ((uint64_t)me << 16);
+    return atomic_compare_exchange_strong_explicit(l, &w, nw, memory_order_acq_rel,
+                                                   memory_order_acquire);
 }
 
 /* Take the lock exclusively only if nobody holds or waits for it; never

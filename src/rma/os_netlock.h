@@ -327,19 +327,6 @@ static inline uint16_t os_hyb_last_ticket(const os_hyb_mgr_t *m)
 
 typedef enum { OS_HYB_EV_NONE, OS_HYB_EV_NET_READY, OS_HYB_EV_CPU_READY } os_hyb_event_t;
 
-/* Turn the manager's shared CPU hold into an exclusive one if nobody else
- * holds or waits for the CPU lock: its ticket is the only one not released
- * (write == park, next == park + 1) and only `read` shows it shared. */
-static inline bool os_hyb_try_upgrade(os_hyb_mgr_t *m)
-{
-    uint64_t w = atomic_load_explicit(m->cpu, memory_order_acquire);
-    if (os_lock_write_field(w) != m->park || os_lock_next_field(w) != (uint16_t)(m->park + 1))
-        return false;
-    uint64_t nw = (w & ~(0xffffull << 16)) | ((uint64_t)m->park << 16);
-    return atomic_compare_exchange_strong_explicit(m->cpu, &w, nw, memory_order_acq_rel,
-                                                   memory_order_acquire);
-}
-
 /* The manager holds the CPU lock exclusively: open the word to everybody. */
 static inline void os_hyb_enter_net(os_hyb_mgr_t *m)
 {
@@ -366,9 +353,8 @@ static inline os_hyb_event_t os_hyb_poll(os_hyb_mgr_t *m)
         m->to_net++;
         return OS_HYB_EV_NET_READY;
     case OS_HYB_TO_SHARED:
-        if (!os_lock_shared_ready(m->cpu, m->park))
+        if (!os_lock_shared_enter(m->cpu, m->park))
             return OS_HYB_EV_NONE;
-        os_lock_bump(m->cpu, 0, 1); /* a reader: admit the next ticket if it is one */
         /* The mode stays CPU: the node's lockers keep their own lock. */
         os_nl_unpark_grant(m->net, false);
         m->stalled_seen = false;
@@ -397,7 +383,7 @@ static inline os_hyb_event_t os_hyb_poll(os_hyb_mgr_t *m)
             return OS_HYB_EV_NONE;
         /* A network writer waits: it needs the node's readers gone too. If
          * nobody of the node holds the CPU lock, take it outright. */
-        if (os_hyb_try_upgrade(m)) {
+        if (os_lock_try_upgrade(m->cpu, m->park)) {
             os_hyb_enter_net(m);
             return OS_HYB_EV_NONE;
         }
@@ -424,7 +410,7 @@ static inline os_hyb_event_t os_hyb_poll(os_hyb_mgr_t *m)
         if (!m->park_shared && !(old & OS_NL_WRITER)) {
             /* Only network readers remain: hold the CPU lock shared, so the
              * node's readers go in beside them; its writers still wait. */
-            os_lock_bump(m->cpu, 0, 1);
+            os_lock_downgrade(m->cpu);
             m->park_shared = true;
             atomic_store_explicit(m->mode, OS_LOCKMODE_CPU, memory_order_release);
         }

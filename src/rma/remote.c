@@ -326,10 +326,7 @@ static bool lock_ready(os_win_t *w, pending_t *p)
     os_lockword_t *l = &w->ctl[w->rank].lock;
     if (p->h.op) /* exclusive */
         return os_lock_excl_ready(l, p->ticket);
-    if (!os_lock_shared_ready(l, p->ticket))
-        return false;
-    os_lock_bump(l, 0, 1); /* admit the next ticket if it is a reader */
-    return true;
+    return os_lock_shared_enter(l, p->ticket);
 }
 
 static uint8_t grant_of(const pending_t *p)

@@ -24,10 +24,41 @@ static void test_transitions(void)
     CHECK(os_lock_excl_ready(&l, w), "writer admitted when readers leave");
     CHECK(!os_lock_shared_ready(&l, r), "reader still waits while writer holds");
     os_lock_release_excl(&l);
-    CHECK(os_lock_shared_ready(&l, r), "reader admitted after writer");
-    os_lock_bump(&l, 0, 1); /* the reader's admission step */
+    CHECK(os_lock_shared_enter(&l, r), "reader admitted after writer");
     os_lock_release_shared(&l);
     CHECK(os_lock_idle(&l), "idle again");
+}
+
+/* Changing a hold's kind without releasing it (the hybrid lock's manager). */
+static void test_downgrade_upgrade(void)
+{
+    os_lockword_t l = 0;
+    uint16_t w = os_lock_ticket(&l), r1 = os_lock_ticket(&l), x = os_lock_ticket(&l);
+    CHECK(os_lock_excl_ready(&l, w) && !os_lock_shared_enter(&l, r1), "writer in, reader waits");
+    os_lock_downgrade(&l);
+    CHECK(os_lock_shared_enter(&l, r1), "downgraded: the reader behind goes in");
+    CHECK(!os_lock_excl_ready(&l, x), "a writer behind still waits");
+    os_lock_release_shared(&l); /* the downgraded hold */
+    os_lock_release_shared(&l); /* the reader */
+    CHECK(os_lock_excl_ready(&l, x), "then the writer goes in");
+    os_lock_release_excl(&l);
+    CHECK(os_lock_idle(&l), "idle after downgrade");
+
+    uint16_t s = os_lock_ticket(&l), r2 = os_lock_ticket(&l);
+    CHECK(os_lock_shared_enter(&l, s) && os_lock_shared_enter(&l, r2), "two readers");
+    CHECK(!os_lock_try_upgrade(&l, s), "no upgrade while another reader holds");
+    os_lock_release_shared(&l);
+    CHECK(!os_lock_try_upgrade(&l, s), "no upgrade: the other reader's release is counted, "
+                                       "not ours, and a ticket was drawn after ours");
+    os_lock_release_shared(&l); /* s leaves too: the lock is free */
+    uint16_t u = os_lock_ticket(&l);
+    CHECK(os_lock_shared_enter(&l, u) && os_lock_try_upgrade(&l, u), "sole reader upgrades");
+    uint16_t late = os_lock_ticket(&l);
+    CHECK(!os_lock_shared_enter(&l, late), "a reader after the upgrade waits");
+    os_lock_release_excl(&l);
+    CHECK(os_lock_shared_enter(&l, late), "and goes in at the release");
+    os_lock_release_shared(&l);
+    CHECK(os_lock_idle(&l), "idle after upgrade");
 }
 
 static void test_wraparound(void)
@@ -98,6 +129,7 @@ int main(void)
 {
     os_spin_limit = 64;
     test_transitions();
+    test_downgrade_upgrade();
     test_wraparound();
     test_threads();
     return UNIT_REPORT();

@@ -92,15 +92,6 @@ static void test_policies(void)
     CHECK(yes > 400 && yes < 600, "random: about half (%d of 1000)", yes);
 }
 
-/* A reader's ticket: admitted now? (then it lets the next reader in) */
-static bool shared_take(os_lockword_t *l, uint16_t t)
-{
-    if (!os_lock_shared_ready(l, t))
-        return false;
-    os_lock_bump(l, 0, 1);
-    return true;
-}
-
 /* The hybrid manager's transitions, one by one, including both races. */
 static void test_hybrid_transitions(void)
 {
@@ -142,7 +133,7 @@ static void test_hybrid_transitions(void)
           "CPU mode again");
     CHECK(os_lock_excl_ready(&cpu, t) && !os_lock_shared_ready(&cpu, rt), "the local goes in first");
     os_lock_release_excl(&cpu);
-    CHECK(shared_take(&cpu, rt), "then the remote reader");
+    CHECK(os_lock_shared_enter(&cpu, rt), "then the remote reader");
     os_lock_release_shared(&cpu);
     CHECK(m.to_net == 1 && m.to_cpu == 1, "two migrations counted");
 
@@ -181,7 +172,7 @@ static void test_hybrid_readers(void)
 
     /* A node's reader holds the lock; a remote reader migrates it. */
     uint16_t l1 = os_lock_ticket(&cpu);
-    CHECK(shared_take(&cpu, l1), "node reader 1 in");
+    CHECK(os_lock_shared_enter(&cpu, l1), "node reader 1 in");
     CHECK(os_hyb_request(&m, false, true, OS_LOCK_POLICY_PAPER, 4) == OS_HYB_R_MIGRATING,
           "a remote reader migrates the lock");
     CHECK(os_hyb_poll(&m) == OS_HYB_EV_NET_READY && m.state == OS_HYB_SHARED,
@@ -189,7 +180,7 @@ static void test_hybrid_readers(void)
     CHECK(net == (OS_NL_BRIDGE | 1) && mode == OS_LOCKMODE_CPU,
           "the word holds the remote reader beside the node's (%llx)", (unsigned long long)net);
     uint16_t l2 = os_lock_ticket(&cpu);
-    CHECK(shared_take(&cpu, l2), "a new node reader goes in on the CPU lock");
+    CHECK(os_lock_shared_enter(&cpu, l2), "a new node reader goes in on the CPU lock");
     CHECK(nl_acquire(&net, false, 3) == OS_NL_DO_GOT, "a new remote reader goes in one-sidedly");
     CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE && m.state == OS_HYB_SHARED, "readers: nothing moves");
 
@@ -198,7 +189,7 @@ static void test_hybrid_readers(void)
     CHECK(nl_acquire(&net, true, 4) != OS_NL_DO_GOT && (net & OS_NL_WANT), "network writer waits");
     CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE && m.state == OS_HYB_TO_CPU, "the word closes");
     uint16_t l3 = os_lock_ticket(&cpu);
-    CHECK(shared_take(&cpu, l3), "a node reader still goes in");
+    CHECK(os_lock_shared_enter(&cpu, l3), "a node reader still goes in");
     CHECK(nl_acquire(&net, true, 4) == OS_NL_DO_PARKED, "the writer is sent to the manager");
     CHECK(os_hyb_request(&m, true, true, OS_LOCK_POLICY_PAPER, 4) == OS_HYB_R_MANAGER,
           "and queued on the CPU lock");
@@ -221,10 +212,10 @@ static void test_hybrid_readers(void)
     CHECK(nl_acquire(&net, false, 3) == OS_NL_DO_GOT, "a network reader holds");
     uint16_t l4 = os_lock_ticket(&cpu);
     CHECK(os_hyb_poll(&m) == OS_HYB_EV_NONE && m.state == OS_HYB_TO_CPU, "migration back starts");
-    CHECK(shared_take(&cpu, l4) && mode == OS_LOCKMODE_CPU,
+    CHECK(os_lock_shared_enter(&cpu, l4) && mode == OS_LOCKMODE_CPU,
           "the node reader goes in while the network reader holds");
     CHECK(os_hyb_request(&m, false, true, OS_LOCK_POLICY_PAPER, 4) == OS_HYB_R_MANAGER &&
-              shared_take(&cpu, os_hyb_last_ticket(&m)), "a remote reader goes in too");
+              os_lock_shared_enter(&cpu, os_hyb_last_ticket(&m)), "a remote reader goes in too");
     uint16_t l5 = os_lock_ticket(&cpu);
     CHECK(!os_lock_excl_ready(&cpu, l5), "a node writer waits for all three");
     os_lock_release_shared(&cpu);
@@ -287,10 +278,8 @@ static hold_t remote_lock(bool excl)
         uint16_t t = os_hyb_last_ticket(&mgr);
         pthread_mutex_unlock(&mgr_mutex);
         if (r == OS_HYB_R_MANAGER) {
-            while (!(excl ? os_lock_excl_ready(&cpu_lock, t) : os_lock_shared_ready(&cpu_lock, t)))
+            while (!(excl ? os_lock_excl_ready(&cpu_lock, t) : os_lock_shared_enter(&cpu_lock, t)))
                 sched_yield();
-            if (!excl)
-                os_lock_bump(&cpu_lock, 0, 1);
             return HOLD_MGR;
         }
         if (r == OS_HYB_R_MIGRATING) {
