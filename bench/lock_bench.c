@@ -4,6 +4,7 @@
  * ranks 0 and 1 share a node and ranks 2 and 3 are another.
  *
  *   mpiexec -n 4 env ONESIDED_NODE_SIZE=2 lock_bench [--reps R] [--iters N] [--csv FILE]
+ *                                                    [--only FIGURE]
  *
  * Rows: native (the host MPI's own RMA, PMPI_*) and onesided's three lock
  * designs, each a window created with info onesided_lock=<design> in the
@@ -15,8 +16,11 @@
  *   fig11 1000 intra-node lock/unlocks on rank 0 by rank 1, with rank 2
  *         locking rank 0 for x% of them (each a migration under the paper's
  *         policy): mean intra- and inter-node latency against x
- * Every lock protects a counter incremented by get/flush/put, checked at the
- * end of each test. Times are means per lock/unlock pair, in microseconds,
+ *   p003  epochs of one operation (lock, fetch_and_op, unlock), intra- and
+ *         inter-node: what lock piggybacking (paper 003 section 4.3) saves;
+ *         the manager design runs with it (the default) and without
+ * Every lock protects a counter incremented by get/flush/put (p003: by the
+ * fetch_and_op), checked at the end of each test. Times are means per lock/unlock pair, in microseconds,
  * the median over R repetitions. Idle ranks wait in a sleeping barrier so
  * that a busy-polling host MPI does not take the cores of the measured ones.
  */
@@ -31,19 +35,27 @@ typedef struct {
     const impl_t *impl;
     const char *design; /* onesided_lock, NULL for native */
     const char *policy;
+    const char *piggyback; /* onesided_lock_piggyback, NULL for the default */
 } row_t;
 
 static const row_t rows[] = {
-    { "native", &impls[IMPL_NATIVE], NULL, NULL },
-    { "hybrid(paper)", &impls[IMPL_ONESIDED], "hybrid", "paper" },
-    { "hybrid(history)", &impls[IMPL_ONESIDED], "hybrid", "history" },
-    { "manager", &impls[IMPL_ONESIDED], "manager", NULL },
-    { "network", &impls[IMPL_ONESIDED], "network", NULL },
+    { "native", &impls[IMPL_NATIVE], NULL, NULL, NULL },
+    { "hybrid(paper)", &impls[IMPL_ONESIDED], "hybrid", "paper", NULL },
+    { "hybrid(history)", &impls[IMPL_ONESIDED], "hybrid", "history", NULL },
+    { "manager", &impls[IMPL_ONESIDED], "manager", NULL, NULL },
+    { "manager(no piggyback)", &impls[IMPL_ONESIDED], "manager", NULL, "0" },
+    { "network", &impls[IMPL_ONESIDED], "network", NULL, NULL },
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 
 static int rank, size, reps = 5, iters = 1000;
 static FILE *csv;
+static const char *only; /* run this figure alone */
+
+static bool wanted(const char *fig)
+{
+    return !only || !strcmp(only, fig);
+}
 
 static double now(void)
 {
@@ -77,6 +89,8 @@ static bwin_t make(const row_t *row)
         MPI_Info_set(info, "onesided_lock", row->design);
     if (row->policy)
         MPI_Info_set(info, "onesided_lock_policy", row->policy);
+    if (row->piggyback)
+        MPI_Info_set(info, "onesided_lock_piggyback", row->piggyback);
     row->impl->win_allocate(sizeof(long), sizeof(long), info, MPI_COMM_WORLD, &b.base, &b.win);
     MPI_Info_free(&info);
     *b.base = 0;
@@ -95,6 +109,18 @@ static double locked_increment(bwin_t *b, int target)
     m->flush(target, b->win);
     one = v + 1;
     m->put(&one, 1, MPI_LONG, target, 0, 1, MPI_LONG, b->win);
+    m->unlock(target, b->win);
+    return now() - t0;
+}
+
+/* The same increment as the epoch's one operation. */
+static double locked_fetch_add(bwin_t *b, int target)
+{
+    const impl_t *m = b->row->impl;
+    long one = 1, old;
+    double t0 = now();
+    m->lock(MPI_LOCK_EXCLUSIVE, target, 0, b->win);
+    m->fop(&one, &old, MPI_LONG, target, 0, MPI_SUM, b->win);
     m->unlock(target, b->win);
     return now() - t0;
 }
@@ -132,7 +158,7 @@ static void report(const char *fig, const char *what, const row_t *row, double u
 {
     if (rank)
         return;
-    printf("  %-6s %-28s %-16s %10.2f\n", fig, what, row->name, us);
+    printf("  %-6s %-28s %-22s %10.2f\n", fig, what, row->name, us);
     if (csv)
         fprintf(csv, "%s,%s,%s,%.3f\n", fig, what, row->name, us);
     fflush(stdout);
@@ -140,7 +166,8 @@ static void report(const char *fig, const char *what, const row_t *row, double u
 
 /* Median over reps of the mean latency of `n` increments of `target` by
  * `origin` (the others idle); the target computes for `busy` seconds. */
-static double pair_latency(bwin_t *b, int origin, int target, int n, double busy)
+static double pair_latency_of(bwin_t *b, double (*increment)(bwin_t *, int), int origin,
+                              int target, int n, double busy)
 {
     double sample[64];
     for (int r = 0; r < reps; r++) {
@@ -149,7 +176,7 @@ static double pair_latency(bwin_t *b, int origin, int target, int n, double busy
         idle_barrier(MPI_COMM_WORLD);
         if (rank == origin) {
             for (int i = 0; i < n; i++, mine++)
-                t += locked_increment(b, target);
+                t += increment(b, target);
         } else if (rank == target && busy > 0) {
             volatile double sink = 0;
             double t0 = now();
@@ -163,6 +190,11 @@ static double pair_latency(bwin_t *b, int origin, int target, int n, double busy
         sample[r] = m * 1e6;
     }
     return bench_median(sample, reps);
+}
+
+static double pair_latency(bwin_t *b, int origin, int target, int n, double busy)
+{
+    return pair_latency_of(b, locked_increment, origin, target, n, busy);
 }
 
 /* Every rank r with target_of[r] >= 0 increments it n times, all at once:
@@ -237,6 +269,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     }
     if (reps < 1 || reps > 64)
         reps = 5;
@@ -259,16 +292,23 @@ int main(int argc, char **argv)
     for (int k = 0; k < NROWS; k++) {
         const row_t *row = &rows[k];
         bwin_t b = make(row);
-        report("fig6", "intra-node 1->0", row, pair_latency(&b, 1, 0, iters, 0));
-        report("fig6", "inter-node 2->0", row, pair_latency(&b, 2, 0, iters, 0));
+        if (wanted("fig6")) {
+            report("fig6", "intra-node 1->0", row, pair_latency(&b, 1, 0, iters, 0));
+            report("fig6", "inter-node 2->0", row, pair_latency(&b, 2, 0, iters, 0));
+        }
         int busy_n = iters / 5 > 0 ? iters / 5 : 1;
-        report("fig7", "intra-node: target busy 0.3 s", row, pair_latency(&b, 1, 0, busy_n, 0.3));
-        report("fig7", "inter-node: target busy 0.3 s", row, pair_latency(&b, 2, 0, busy_n, 0.3));
+        if (wanted("fig7")) {
+            report("fig7", "intra-node: target busy 0.3 s", row,
+                   pair_latency(&b, 1, 0, busy_n, 0.3));
+            report("fig7", "inter-node: target busy 0.3 s", row,
+                   pair_latency(&b, 2, 0, busy_n, 0.3));
+        }
         int ring[4];
         for (int r = 0; r < 4; r++)
             ring[r] = (r + 1) % 4;
-        report("fig8", "each rank locks rank+1", row, group_latency(&b, ring, iters / 2));
-        for (int c = 1; c <= 3; c++) {
+        if (wanted("fig8"))
+            report("fig8", "each rank locks rank+1", row, group_latency(&b, ring, iters / 2));
+        for (int c = 1; c <= 3 && wanted("fig9"); c++) {
             int tgt[4] = { -1, -1, -1, -1 };
             for (int r = 1; r <= c; r++)
                 tgt[r] = 0;
@@ -277,7 +317,7 @@ int main(int argc, char **argv)
             report("fig9", what, row, group_latency(&b, tgt, iters / 2));
         }
         static const int pcts[] = { 0, 1, 5, 10, 25, 50, 100 };
-        for (size_t i = 0; i < sizeof pcts / sizeof pcts[0]; i++) {
+        for (size_t i = 0; i < sizeof pcts / sizeof pcts[0] && wanted("fig11"); i++) {
             double intra, inter;
             char what[40];
             migration(&b, pair, iters, pcts[i], &intra, &inter);
@@ -287,6 +327,12 @@ int main(int argc, char **argv)
                 snprintf(what, sizeof what, "migrations %3d%%: inter", pcts[i]);
                 report("fig11", what, row, inter);
             }
+        }
+        if (wanted("p003")) {
+            report("p003", "one-op epoch intra 1->0", row,
+                   pair_latency_of(&b, locked_fetch_add, 1, 0, iters, 0));
+            report("p003", "one-op epoch inter 2->0", row,
+                   pair_latency_of(&b, locked_fetch_add, 2, 0, iters, 0));
         }
         row->impl->win_free(&b.win);
     }

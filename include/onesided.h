@@ -135,6 +135,9 @@ typedef enum {
                                        network atomic (direct accumulate, onesided_acc_direct) */
     ONESIDED_STAT_FALLBACK_ACC_REQUEST, /* ... sent to the target as a request instead (coalesced
                                        batches count each accumulate they carry) */
+    ONESIDED_STAT_LOCK_PIGGYBACKED, /* lock epochs whose one operation went with the lock request
+                                       (manager design, onesided_lock_piggyback) */
+    ONESIDED_STAT_LOCK_ELIDED,      /* ... lock epochs with no operation: nothing was sent */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -49,9 +49,11 @@ enum {
 
 /* How a held lock was taken (os_win_t.lock_how), so that unlock undoes it. */
 typedef enum {
-    OS_HOLD_CPU,     /* the CPU ticket lock, by this process */
-    OS_HOLD_MANAGER, /* the CPU ticket lock, by the target's lock manager for us */
-    OS_HOLD_NET,     /* the network lock word */
+    OS_HOLD_NONE,     /* no lock epoch toward this target */
+    OS_HOLD_CPU,      /* the CPU ticket lock, by this process */
+    OS_HOLD_MANAGER,  /* the CPU ticket lock, by the target's lock manager for us */
+    OS_HOLD_NET,      /* the network lock word */
+    OS_HOLD_DEFERRED, /* manager design: not asked for yet (lock piggybacking, remote.c) */
 } os_lock_hold_t;
 
 /* How this process reaches a peer's window memory: mapped, by CMA system
@@ -212,6 +214,7 @@ typedef struct os_win {
     os_hyb_mgr_t hyb;          /* this process's hybrid lock manager (under remote.c's lock) */
     bool hyb_ready;
     uint8_t *lock_how;         /* [nranks] os_lock_hold_t of each held lock */
+    struct os_kept_op *kept;   /* [nranks] a deferred lock's operation, kept for unlock */
     uint64_t lock_rng;         /* the random policy's state, on the locking side */
 
     /* operations queued to the closing fence */

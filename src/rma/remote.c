@@ -14,7 +14,9 @@
  *                   locker of a window spanning nodes, the node's own too:
  *                   manager: a request to the target's lock manager, which
  *                   takes the target's CPU ticket lock on the origin's behalf
- *                   and grants it by reply; network: network atomics on the
+ *                   and grants it by reply (an epoch of one short operation
+ *                   sends it with the lock request: lock piggybacking, paper
+ *                   003; below); network: network atomics on the
  *                   target's lock word (os_netlock.h); hybrid: the node's
  *                   lockers use the CPU lock and the others the network word,
  *                   and the manager moves the lock between them without ever
@@ -39,7 +41,8 @@
 enum { AM_REQUEST = 1, AM_REPLY = 2 };
 
 typedef enum {
-    K_ACC, K_FETCH, K_CAS, K_PUT, K_GET, K_LOCK, K_UNLOCK, K_POST, K_COMPLETE
+    K_ACC, K_FETCH, K_CAS, K_PUT, K_GET, K_LOCK, K_UNLOCK, K_POST, K_COMPLETE,
+    K_LOCK_OP /* lock, one operation (an inner header and its data), unlock */
 } req_kind_t;
 
 typedef struct {
@@ -47,7 +50,7 @@ typedef struct {
     uint64_t token; /* origin's reply slot; 0 = none */
     int32_t src;    /* sender's rank in the window */
     uint8_t kind;   /* req_kind_t */
-    uint8_t op;     /* os_op_t; K_LOCK: 1 = exclusive */
+    uint8_t op;     /* os_op_t; K_LOCK, K_UNLOCK, K_LOCK_OP: 1 = exclusive */
     uint8_t basic;
     uint8_t ack;    /* reply by decrementing the sender's ack counter (token) */
     uint32_t esize;
@@ -88,8 +91,9 @@ typedef struct pending {
     struct pending *next;
     void *reply;      /* the connection to answer on */
     req_hdr_t h;
-    uint16_t ticket;  /* K_LOCK: the ticket drawn on the target's lock */
+    uint16_t ticket;  /* K_LOCK, K_LOCK_OP: the ticket drawn on the target's lock */
     uint8_t wait;     /* K_LOCK: wait_t */
+    bool granted;     /* K_LOCK_OP: the lock is held, the operation waits for the mutex */
     size_t dlen;
     char data[];
 } pending_t;
@@ -329,9 +333,50 @@ static bool lock_ready(os_win_t *w, pending_t *p)
     return os_lock_shared_enter(l, p->ticket);
 }
 
+/* A piggybacked epoch (K_LOCK_OP): once the lock is ours, the operation,
+ * then the release. The operation's reply is the epoch's only answer: it
+ * goes to the origin's slot, with the fetched data. False while it waits. */
+static bool lock_op_step(os_win_t *w, pending_t *p)
+{
+    if (!p->granted) {
+        if (!lock_ready(w, p))
+            return false;
+        p->granted = true;
+    }
+    req_hdr_t inner;
+    memcpy(&inner, p->data, sizeof inner);
+    inner.win = p->h.win;
+    inner.src = p->h.src;
+    inner.token = p->h.token;
+    inner.ack = 0;
+    if (!serve_op(w, p->reply, &inner, p->data + sizeof inner, p->dlen - sizeof inner))
+        return false; /* the accumulate mutex is busy: retried with the lock held */
+    if (p->h.op)
+        os_lock_release_excl(&w->ctl[w->rank].lock);
+    else
+        os_lock_release_shared(&w->ctl[w->rank].lock);
+    return true;
+}
+
 static uint8_t grant_of(const pending_t *p)
 {
     return p->wait == WAIT_MIGRATED ? GRANT_NET : p->wait == WAIT_MIGRATION ? GRANT_RETRY : GRANT_CPU;
+}
+
+/* A request to keep, with a copy of its data; NULL (and the requester told)
+ * when out of memory. */
+static pending_t *pending_new(void *reply, const req_hdr_t *h, const char *data, size_t dlen)
+{
+    pending_t *p = malloc(sizeof *p + dlen);
+    if (!p) {
+        send_reply(reply, h, OS_ERR(OS_ERR_NOMEM, "keeping a request of %zu bytes", dlen), NULL,
+                   0);
+        return NULL;
+    }
+    *p = (pending_t){ .reply = reply, .h = *h, .wait = WAIT_TICKET, .dlen = dlen };
+    if (dlen)
+        memcpy(p->data, data, dlen);
+    return p;
 }
 
 /* Serve a request now or keep it; called with reg_lock held. */
@@ -342,15 +387,8 @@ static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data
     switch (h->kind) {
     case K_LOCK:
         /* FIFO with the node's own lockers: the ticket is drawn on arrival. */
-        p = malloc(sizeof *p);
-        if (!p) {
-            send_reply(reply, h, OS_ERR(OS_ERR_NOMEM, "lock request"), NULL, 0);
+        if (!(p = pending_new(reply, h, NULL, 0)))
             return;
-        }
-        p->h = *h;
-        p->reply = reply;
-        p->dlen = 0;
-        p->wait = WAIT_TICKET;
         count_served(w);
         if (h->basic && w->hyb_ready) {
             /* Hybrid: the requester found the network word parked. Migrate
@@ -381,6 +419,21 @@ static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data
             return;
         }
         break;
+    case K_LOCK_OP:
+        if (w->hyb_ready || dlen < sizeof(req_hdr_t)) {
+            /* Only origins of the manager design send these. */
+            send_reply(reply, h, OS_ERR(OS_ERR_OTHER, "a piggybacked lock request from rank %d "
+                       "for a window whose lock design is not 'manager'", h->src), NULL, 0);
+            return;
+        }
+        if (!(p = pending_new(reply, h, data, dlen)))
+            return;
+        p->ticket = os_lock_ticket(&w->ctl[w->rank].lock); /* FIFO, as K_LOCK */
+        if (lock_op_step(w, p)) {
+            free(p);
+            return;
+        }
+        break;
     case K_UNLOCK:
         if (h->op)
             os_lock_release_excl(&w->ctl[w->rank].lock);
@@ -405,15 +458,8 @@ static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data
             return;
         if (!fresh)
             return; /* already kept */
-        p = malloc(sizeof *p + dlen);
-        if (!p) {
-            send_reply(reply, h, OS_ERR(OS_ERR_NOMEM, "deferred request"), NULL, 0);
+        if (!(p = pending_new(reply, h, data, dlen)))
             return;
-        }
-        p->h = *h;
-        p->reply = reply;
-        p->dlen = dlen;
-        memcpy(p->data, data, dlen);
         atomic_fetch_add_explicit(&w->deferred, 1, memory_order_relaxed);
         break;
     }
@@ -465,6 +511,8 @@ static void retry_pending(void)
         else if (p->h.kind == K_LOCK)
             done = lock_ready(w, p) &&
                    (send_reply_grant(p->reply, &p->h, OS_OK, grant_of(p), NULL, 0), true);
+        else if (p->h.kind == K_LOCK_OP)
+            done = lock_op_step(w, p);
         else
             done = serve_op(w, p->reply, &p->h, p->data, p->dlen);
         if (done) {
@@ -662,6 +710,126 @@ static void await_acks(os_win_t *w, int target)
     os_ucx_wait_end();
 }
 
+/* ------------------------------------------------------ lock piggybacking */
+
+/* Paper 003 section 4.3, for the manager design toward another node:
+ * MPI_Win_lock only notes the epoch (OS_HOLD_DEFERRED). The epoch's first
+ * operation, when short, contiguous at the target and not an R* form, is
+ * built into its request and kept here; at unlock it goes with the lock
+ * request as one K_LOCK_OP, which the target queues like a lock request,
+ * applies once the lock is granted and answers with the result: one round
+ * trip for lock, operation and unlock instead of three. An epoch with no
+ * operation sends nothing. Whatever cannot wait for unlock (a second
+ * operation, a flush, an R* call) first asks for the lock, then sends what
+ * was kept, so operations still reach the target in issue order.
+ * Why MPI allows it: MPI_Win_lock need not block until the lock is acquired
+ * (MPI-3.1 11.5.3), and before unlock or flush nothing the origin can see
+ * tells whether it was. */
+typedef struct os_kept_op {
+    bool exclusive;    /* the epoch's lock type */
+    bool has_op;
+    req_hdr_t h;       /* the request the operation would be on its own... */
+    char *msg;         /* ... its runs and origin data */
+    size_t mlen;
+    void *rbuf;        /* where fetched bytes go (get: the origin buffer) ... */
+    os_dtype_t *rtype; /* ... in this type, retained: the program may free it */
+    size_t rcount, rbytes;
+} os_kept_op_t;
+
+static void kept_clear(os_kept_op_t *k)
+{
+    free(k->msg);
+    if (k->rtype)
+        os_dtype_release(k->rtype);
+    *k = (os_kept_op_t){ .exclusive = k->exclusive };
+}
+
+/* Takes msg. */
+static void keep_op(os_win_t *w, int target, const req_hdr_t *h, char *msg, size_t mlen,
+                    void *rbuf, os_dtype_t *rtype, size_t rcount, size_t rbytes)
+{
+    os_kept_op_t *k = &w->kept[target];
+    if (rtype)
+        os_dtype_retain(rtype);
+    *k = (os_kept_op_t){ .exclusive = k->exclusive, .has_op = true, .h = *h, .msg = msg,
+                         .mlen = mlen, .rbuf = rbuf, .rtype = rtype, .rcount = rcount,
+                         .rbytes = rbytes };
+}
+
+/* Whether an operation toward a deferred lock can wait for unlock. */
+static bool can_keep(const os_win_t *w, const os_rma_op_t *op)
+{
+    return !op->request && w->flavor != OS_FLAVOR_DYNAMIC && !w->kept[op->target].has_op &&
+           op->ttype->contig && op->tcount * op->ttype->size <= (size_t)w->cfg.lock_piggyback;
+}
+
+/* A request that carries an operation, inside a held lock: puts and
+ * accumulates are acknowledged at the next flush, the rest wait for their
+ * reply here (fetched bytes, rbytes of them, scattered into rbuf). */
+static os_status_t send_op(os_win_t *w, int target, req_hdr_t *h, const char *msg, size_t mlen,
+                           void *rbuf, const os_dtype_t *rtype, size_t rcount, size_t rbytes)
+{
+    if ((h->kind == K_ACC || h->kind == K_PUT) && w->flavor != OS_FLAVOR_DYNAMIC)
+        return post_acked(w, target, h, msg, mlen);
+    char *fetched = NULL;
+    if (rbytes && !(fetched = malloc(rbytes)))
+        return OS_ERR(OS_ERR_NOMEM, "reply buffer of %zu bytes", rbytes);
+    os_status_t st = call(w, target, h, msg, mlen, fetched, rbytes);
+    if (!st && fetched)
+        scatter(rbuf, rtype, rcount, fetched, rbytes);
+    free(fetched);
+    return st;
+}
+
+static os_status_t manager_lock(os_win_t *w, int target, bool exclusive, bool hybrid,
+                                uint8_t *grant)
+{
+    req_hdr_t h = { .kind = K_LOCK, .op = exclusive, .basic = hybrid };
+    OS_STAT(w, LOCK_MANAGER, 1);
+    return call_grant(w, target, &h, NULL, 0, NULL, 0, grant);
+}
+
+/* A deferred lock that cannot wait any more: ask for it, then send the kept
+ * operation. After a failure the epoch holds nothing (unlock sends nothing). */
+static os_status_t take_deferred(os_win_t *w, int target)
+{
+    os_kept_op_t *k = &w->kept[target];
+    os_status_t st = manager_lock(w, target, k->exclusive, false, NULL);
+    w->lock_how[target] = st ? OS_HOLD_NONE : OS_HOLD_MANAGER;
+    if (!st && k->has_op)
+        st = send_op(w, target, &k->h, k->msg, k->mlen, k->rbuf, k->rtype, k->rcount, k->rbytes);
+    kept_clear(k);
+    return st;
+}
+
+/* Unlock of a lock never asked for: the kept operation, if any, goes with
+ * the lock request, and its reply completes the epoch at the target. */
+static os_status_t unlock_deferred(os_win_t *w, int target)
+{
+    os_kept_op_t *k = &w->kept[target];
+    os_status_t st = OS_OK;
+    char *data = NULL;
+    if (!k->has_op) {
+        OS_STAT(w, LOCK_ELIDED, 1);
+        goto out;
+    }
+    const size_t dlen = sizeof k->h + k->mlen;
+    if (!(data = malloc(dlen))) {
+        st = OS_ERR(OS_ERR_NOMEM, "lock request of %zu bytes", dlen);
+        goto out;
+    }
+    memcpy(data, &k->h, sizeof k->h);
+    memcpy(data + sizeof k->h, k->msg, k->mlen);
+    req_hdr_t h = { .kind = K_LOCK_OP, .op = k->exclusive };
+    OS_STAT(w, LOCK_MANAGER, 1);
+    OS_STAT(w, LOCK_PIGGYBACKED, 1);
+    st = send_op(w, target, &h, data, dlen, k->rbuf, k->rtype, k->rcount, k->rbytes);
+out:
+    free(data);
+    kept_clear(k);
+    return st;
+}
+
 /* ------------------------------------------------------ direct accumulate */
 
 /* The network atomic that carries out a one-element accumulate (paper 001),
@@ -755,15 +923,23 @@ static os_status_t direct_acc(os_win_t *w, const os_rma_op_t *op, int amo, const
 os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
 {
     const bool dynamic = w->flavor == OS_FLAVOR_DYNAMIC;
+    os_status_t st;
+    /* Under a deferred lock: kept as a request for unlock, or the lock now. */
+    bool keep = false;
+    if (w->lock_how[op->target] == OS_HOLD_DEFERRED) {
+        keep = can_keep(w, op);
+        if (!keep && (st = take_deferred(w, op->target)))
+            return st;
+    }
     if (op->kind >= OS_RMA_ACC) {
         const char *addr = op->ttype->nblocks ? taddr + op->ttype->blocks[0].disp : taddr;
-        int amo = dynamic ? -1 : direct_amo(w, op, addr);
+        int amo = dynamic || keep ? -1 : direct_amo(w, op, addr);
         if (amo >= 0)
             return direct_acc(w, op, amo, addr);
         OS_STAT(w, FALLBACK_ACC_REQUEST, 1);
     }
-    if ((op->kind == OS_RMA_PUT || op->kind == OS_RMA_GET) && !dynamic) {
-        os_status_t st = rdma(w, op, taddr);
+    if ((op->kind == OS_RMA_PUT || op->kind == OS_RMA_GET) && !dynamic && !keep) {
+        st = rdma(w, op, taddr);
         /* An R* request is complete when it returns: the get's data is here
          * and the put's buffer is free. */
         if (!st && op->request)
@@ -781,32 +957,31 @@ os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
     case OS_RMA_CAS: h.kind = K_CAS; with_data = true; break;
     default: h.kind = K_FETCH; with_data = op->op != OS_OP_NO_OP; break;
     }
-    char *msg = NULL, *fetched = NULL;
+    /* Where fetched bytes go. */
+    void *rbuf = NULL;
+    os_dtype_t *rtype = NULL;
+    size_t rcount = 0;
+    if (h.kind == K_GET) {
+        rbuf = (void *)op->origin;
+        rtype = op->otype;
+        rcount = op->ocount;
+    } else if (h.kind == K_FETCH || h.kind == K_CAS) {
+        rbuf = op->result;
+        rtype = op->rtype;
+        rcount = op->rcount;
+    }
+    char *msg = NULL;
     size_t mlen = 0, total = 0;
-    os_status_t st = build(w, op, taddr, with_data, &msg, &mlen, &h.nruns, &total);
-    if (st)
+    if ((st = build(w, op, taddr, with_data, &msg, &mlen, &h.nruns, &total)))
         return st;
     h.bytes = with_data ? total : 0;
     OS_STAT(w, FALLBACK_AM, 1);
-    if (h.kind == K_ACC && !dynamic) {
-        /* Acknowledged at the next flush: the data went with the message. */
-        st = post_acked(w, op->target, &h, msg, mlen);
-        free(msg);
-        return st;
+    if (keep) {
+        keep_op(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, rbuf ? total : 0);
+        return OS_OK;
     }
-    if (total && h.kind != K_PUT && h.kind != K_ACC && !(fetched = malloc(total))) {
-        free(msg);
-        return OS_ERR(OS_ERR_NOMEM, "reply buffer of %zu bytes", total);
-    }
-    st = call(w, op->target, &h, msg, mlen, fetched, total);
-    if (!st && fetched) {
-        if (h.kind == K_GET)
-            scatter((void *)op->origin, op->otype, op->ocount, fetched, total);
-        else
-            scatter(op->result, op->rtype, op->rcount, fetched, total);
-    }
+    st = send_op(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, rbuf ? total : 0);
     free(msg);
-    free(fetched);
     return st;
 }
 
@@ -833,10 +1008,22 @@ os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b
         }
         req_hdr_t h = { .kind = K_ACC, .op = e[i].op, .basic = e[i].basic,
                         .esize = (uint32_t)b->esize, .nruns = (uint32_t)nruns, .bytes = bytes };
-        st = post_acked(w, target, &h, m, mlen);
-        free(m);
         OS_STAT(w, FALLBACK_AM, 1);
         OS_STAT(w, FALLBACK_ACC_REQUEST, nruns);
+        if (w->lock_how[target] == OS_HOLD_DEFERRED) {
+            /* The whole batch in one request: it can wait for unlock. */
+            if (i == 0 && j == b->n && !w->kept[target].has_op &&
+                bytes <= (size_t)w->cfg.lock_piggyback) {
+                keep_op(w, target, &h, m, mlen, NULL, NULL, 0, 0);
+                return OS_OK;
+            }
+            if ((st = take_deferred(w, target))) {
+                free(m);
+                return st;
+            }
+        }
+        st = post_acked(w, target, &h, m, mlen);
+        free(m);
     }
     return st;
 }
@@ -849,6 +1036,12 @@ os_status_t os_remote_flush(os_win_t *w, int target)
     for (int t = target < 0 ? 0 : target; t < (target < 0 ? w->nranks : target + 1); t++) {
         if (w->peers[t].access != OS_PEER_REMOTE)
             continue;
+        if (w->lock_how[t] == OS_HOLD_DEFERRED && w->kept[t].has_op) {
+            /* A flush completes the kept operation: the lock is needed now. */
+            os_status_t st = take_deferred(w, t);
+            if (st && !first)
+                first = st;
+        }
         if (w->dirty[t]) {
             os_status_t st = os_ucx_flush(w->peers[t].world);
             if (st && !first)
@@ -905,14 +1098,6 @@ static os_status_t net_unlock(os_win_t *w, int target, bool exclusive)
                          w->nl_addr[target], w->nl_rkey[target]);
 }
 
-static os_status_t manager_lock(os_win_t *w, int target, bool exclusive, bool hybrid,
-                                uint8_t *grant)
-{
-    req_hdr_t h = { .kind = K_LOCK, .op = exclusive, .basic = hybrid };
-    OS_STAT(w, LOCK_MANAGER, 1);
-    return call_grant(w, target, &h, NULL, 0, NULL, 0, grant);
-}
-
 os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive, bool *contended)
 {
     uint8_t *how = &w->lock_how[target];
@@ -926,6 +1111,11 @@ os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive, bool *conten
     uint8_t grant;
 
     if (w->cfg.lock == OS_LOCK_MANAGER) {
+        if (!local && w->cfg.lock_piggyback > 0) {
+            *how = OS_HOLD_DEFERRED; /* lock piggybacking, above */
+            w->kept[target].exclusive = exclusive;
+            return OS_OK;
+        }
         *how = OS_HOLD_MANAGER;
         return manager_lock(w, target, exclusive, false, NULL);
     }
@@ -982,8 +1172,15 @@ os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive, bool *conten
 
 os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive)
 {
+    if (w->lock_how[target] == OS_HOLD_DEFERRED) {
+        /* Nothing was sent before: nothing to flush. */
+        w->lock_how[target] = OS_HOLD_NONE;
+        return unlock_deferred(w, target);
+    }
     os_status_t st = os_remote_flush(w, target), st2 = OS_OK;
     switch (w->lock_how[target]) {
+    case OS_HOLD_NONE: /* a deferred lock whose request failed */
+        break;
     case OS_HOLD_CPU:
         if (exclusive)
             os_lock_release_excl(&w->ctl[target].lock);
@@ -999,6 +1196,7 @@ os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive)
         break;
     }
     }
+    w->lock_how[target] = OS_HOLD_NONE;
     return st ? st : st2;
 }
 
@@ -1028,11 +1226,12 @@ static os_status_t lock_word_setup(os_win_t *w)
     void *word;
     os_status_t st = OS_OK;
     w->lock_how = calloc((size_t)n, 1);
+    w->kept = calloc((size_t)n, sizeof *w->kept);
     w->nl_addr = calloc((size_t)n, sizeof *w->nl_addr);
     w->nl_rkey = calloc((size_t)n, sizeof *w->nl_rkey);
     int *lens = malloc(sizeof(int) * (size_t)n), *displs = malloc(sizeof(int) * (size_t)n);
     char *keys = NULL;
-    if (!w->lock_how || !w->nl_addr || !w->nl_rkey || !lens || !displs) {
+    if (!w->lock_how || !w->kept || !w->nl_addr || !w->nl_rkey || !lens || !displs) {
         st = OS_ERR(OS_ERR_NOMEM, "lock words of %d processes", n);
         goto out;
     }
@@ -1168,6 +1367,10 @@ void os_remote_win_teardown(os_win_t *w)
     free(w->nl_rkey);
     free(w->nl_addr);
     free(w->lock_how);
+    for (int r = 0; w->kept && r < w->nranks; r++)
+        kept_clear(&w->kept[r]);
+    free(w->kept);
+    w->kept = NULL;
     w->nl_rkey = NULL;
     w->nl_addr = NULL;
     w->lock_how = NULL;

@@ -130,6 +130,12 @@ void os_log_set_rank(int rank);
       "(does not ping-pong under mixed traffic); random = by coin flip (for tests).")         \
     X(lock_streak, int, "ONESIDED_LOCK_STREAK", "onesided_lock_streak", "4",                  \
       "The history policy's streak: requests from the other side before a lock migrates.")   \
+    X(lock_piggyback, int, "ONESIDED_LOCK_PIGGYBACK", "onesided_lock_piggyback", "4096",      \
+      "Manager design, target on another node (paper 003): MPI_Win_lock sends nothing; an "   \
+      "epoch whose one operation carries at most this many bytes sends it with the lock "     \
+      "request at unlock (one round trip, the reply brings the result), and an epoch with no " \
+      "operation sends nothing. A second operation, a flush or an R* call asks for the lock " \
+      "first. 0 = every MPI_Win_lock asks for the lock at once.")                             \
     X(help, int, "ONESIDED_HELP", NULL, "0",                                                  \
       "Print this table of tunables on rank 0 at MPI_Init.")
 
