@@ -281,6 +281,8 @@ void os_remote_win_teardown(os_win_t *w);
 os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr);
 /* Remote completion of everything issued to target (all when target < 0). */
 os_status_t os_remote_flush(os_win_t *w, int target);
+/* Send operations kept under deferred locks (MPI_Win_sync). */
+os_status_t os_remote_send_kept(os_win_t *w);
 /* Passive-target locks of a window spanning nodes, for every target (the
  * node's own too): the design of w->cfg.lock. *contended is set when the
  * lock was not free. */

@@ -720,7 +720,7 @@ static void await_acks(os_win_t *w, int target)
  * applies once the lock is granted and answers with the result: one round
  * trip for lock, operation and unlock instead of three. An epoch with no
  * operation sends nothing. Whatever cannot wait for unlock (a second
- * operation, a flush, an R* call) first asks for the lock, then sends what
+ * operation, a flush, an R* call, MPI_Win_sync) first asks for the lock, then sends what
  * was kept, so operations still reach the target in issue order.
  * Why MPI allows it: MPI_Win_lock need not block until the lock is acquired
  * (MPI-3.1 11.5.3), and before unlock or flush nothing the origin can see
@@ -1026,6 +1026,22 @@ os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b
         free(m);
     }
     return st;
+}
+
+/* MPI_Win_sync: a program that polls its own memory may be waiting for
+ * what it issued before (mpi4py's MCS mutex adds itself to its predecessor's
+ * queue by an accumulate, then polls with MPI_Win_sync until granted), so kept
+ * operations cannot wait for unlock any longer: their locks are asked for now. */
+os_status_t os_remote_send_kept(os_win_t *w)
+{
+    os_status_t first = OS_OK;
+    for (int t = 0; w->multinode && t < w->nranks; t++)
+        if (w->lock_how[t] == OS_HOLD_DEFERRED && w->kept[t].has_op) {
+            os_status_t st = take_deferred(w, t);
+            if (st && !first)
+                first = st;
+        }
+    return first;
 }
 
 os_status_t os_remote_flush(os_win_t *w, int target)

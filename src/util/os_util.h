@@ -134,8 +134,8 @@ void os_log_set_rank(int rank);
       "Manager design, target on another node (paper 003): MPI_Win_lock sends nothing; an "   \
       "epoch whose one operation carries at most this many bytes sends it with the lock "     \
       "request at unlock (one round trip, the reply brings the result), and an epoch with no " \
-      "operation sends nothing. A second operation, a flush or an R* call asks for the lock " \
-      "first. 0 = every MPI_Win_lock asks for the lock at once.")                             \
+      "operation sends nothing. A second operation, a flush, MPI_Win_sync or an R* call asks " \
+      "for the lock first. 0 = every MPI_Win_lock asks for the lock at once.")                \
     X(help, int, "ONESIDED_HELP", NULL, "0",                                                  \
       "Print this table of tunables on rank 0 at MPI_Init.")
 

@@ -240,6 +240,48 @@ static void waits_for_lock(t_win_t *tw)
     }
 }
 
+/* Polling after an operation, as mpi4py's MCS mutex does: an origin puts a
+ * request flag into the target under a lock it keeps, then waits for the
+ * target's answer polling its own memory with MPI_Win_sync. The flag must
+ * not wait for the origin's unlock (it would wait forever). Both sides give
+ * up after 20 s so that a regression fails instead of hanging. */
+static void poll_after_op(t_win_t *tw)
+{
+    const int origin = node_size ? node_size : 1;
+    volatile int64_t *mine = (volatile int64_t *)(tw->base + 32);
+    MPI_Win win = tw->win;
+    int64_t one = 1;
+    double t0 = MPI_Wtime();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == origin) {
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+        MPI_Accumulate(&one, 1, MPI_INT64_T, 0, t_disp(tw, 0, 24), 1, MPI_INT64_T, MPI_REPLACE,
+                       win);
+        MPI_Win_lock(MPI_LOCK_SHARED, origin, 0, win);
+        MPI_Win_sync(win);
+        while (*mine != 1 && MPI_Wtime() - t0 < 20)
+            MPI_Win_sync(win);
+        CHECK(*mine == 1, "%s: no answer to a flag put before polling with MPI_Win_sync",
+              flavor_name[tw->flavor]);
+        MPI_Win_unlock(origin, win);
+        MPI_Win_unlock(0, win);
+    } else if (t_rank == 0) {
+        volatile int64_t *flag = (volatile int64_t *)(tw->base + 24);
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+        MPI_Win_sync(win);
+        while (*flag != 1 && MPI_Wtime() - t0 < 20)
+            MPI_Win_sync(win);
+        MPI_Win_unlock(0, win);
+        if (*flag == 1) {
+            MPI_Win_lock(MPI_LOCK_SHARED, origin, 0, win);
+            MPI_Accumulate(&one, 1, MPI_INT64_T, origin, t_disp(tw, origin, 32), 1, MPI_INT64_T,
+                           MPI_REPLACE, win);
+            MPI_Win_unlock(origin, win);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* lock_all: one accumulate to every other process, then unlock_all. */
 static void lock_all_epoch(t_win_t *tw)
 {
@@ -297,6 +339,7 @@ int main(int argc, char **argv)
         CHECK(s5 == 6, "%s: three accumulates summed to %lld, expected 6",
               flavor_name[tw.flavor], (long long)s5);
         waits_for_lock(&tw);
+        poll_after_op(&tw);
         lock_all_epoch(&tw);
         t_win_free(&tw);
     }
