@@ -444,7 +444,9 @@ os_status_t os_win_flush(os_win_t *w, int target, bool all)
 os_status_t os_win_sync(os_win_t *w)
 {
     /* Not required by MPI (only a flush completes operations), but a program
-     * that polls its window after MPI_Win_sync sees its own accumulates. */
+     * that polls its window after MPI_Win_sync sees its own accumulates, and
+     * one that polls for an answer to what it issued under a deferred lock
+     * gets it (os_remote_send_kept). */
     os_status_t st = os_acc_drain(w, -1), st2 = os_remote_send_kept(w);
     atomic_thread_fence(memory_order_seq_cst);
     return st ? st : st2;
