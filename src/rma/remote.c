@@ -727,9 +727,8 @@ static void await_acks(os_win_t *w, int target)
  * tells whether it was. */
 typedef struct os_kept_op {
     bool exclusive;    /* the epoch's lock type */
-    bool has_op;
     req_hdr_t h;       /* the request the operation would be on its own... */
-    char *msg;         /* ... its runs and origin data */
+    char *msg;         /* ... its runs and origin data; NULL: no operation kept */
     size_t mlen;
     void *rbuf;        /* where fetched bytes go (get: the origin buffer) ... */
     os_dtype_t *rtype; /* ... in this type, retained: the program may free it */
@@ -751,7 +750,7 @@ static void keep_op(os_win_t *w, int target, const req_hdr_t *h, char *msg, size
     os_kept_op_t *k = &w->kept[target];
     if (rtype)
         os_dtype_retain(rtype);
-    *k = (os_kept_op_t){ .exclusive = k->exclusive, .has_op = true, .h = *h, .msg = msg,
+    *k = (os_kept_op_t){ .exclusive = k->exclusive, .h = *h, .msg = msg,
                          .mlen = mlen, .rbuf = rbuf, .rtype = rtype, .rcount = rcount,
                          .rbytes = rbytes };
 }
@@ -759,7 +758,7 @@ static void keep_op(os_win_t *w, int target, const req_hdr_t *h, char *msg, size
 /* Whether an operation toward a deferred lock can wait for unlock. */
 static bool can_keep(const os_win_t *w, const os_rma_op_t *op)
 {
-    return !op->request && w->flavor != OS_FLAVOR_DYNAMIC && !w->kept[op->target].has_op &&
+    return !op->request && w->flavor != OS_FLAVOR_DYNAMIC && !w->kept[op->target].msg &&
            op->ttype->contig && op->tcount * op->ttype->size <= (size_t)w->cfg.lock_piggyback;
 }
 
@@ -796,7 +795,7 @@ static os_status_t take_deferred(os_win_t *w, int target)
     os_kept_op_t *k = &w->kept[target];
     os_status_t st = manager_lock(w, target, k->exclusive, false, NULL);
     w->lock_how[target] = st ? OS_HOLD_NONE : OS_HOLD_MANAGER;
-    if (!st && k->has_op)
+    if (!st && k->msg)
         st = send_op(w, target, &k->h, k->msg, k->mlen, k->rbuf, k->rtype, k->rcount, k->rbytes);
     kept_clear(k);
     return st;
@@ -809,7 +808,7 @@ static os_status_t unlock_deferred(os_win_t *w, int target)
     os_kept_op_t *k = &w->kept[target];
     os_status_t st = OS_OK;
     char *data = NULL;
-    if (!k->has_op) {
+    if (!k->msg) {
         OS_STAT(w, LOCK_ELIDED, 1);
         goto out;
     }
@@ -1012,7 +1011,7 @@ os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b
         OS_STAT(w, FALLBACK_ACC_REQUEST, nruns);
         if (w->lock_how[target] == OS_HOLD_DEFERRED) {
             /* The whole batch in one request: it can wait for unlock. */
-            if (i == 0 && j == b->n && !w->kept[target].has_op &&
+            if (i == 0 && j == b->n && !w->kept[target].msg &&
                 bytes <= (size_t)w->cfg.lock_piggyback) {
                 keep_op(w, target, &h, m, mlen, NULL, NULL, 0, 0);
                 return OS_OK;
@@ -1036,7 +1035,7 @@ os_status_t os_remote_send_kept(os_win_t *w)
 {
     os_status_t first = OS_OK;
     for (int t = 0; w->multinode && t < w->nranks; t++)
-        if (w->lock_how[t] == OS_HOLD_DEFERRED && w->kept[t].has_op) {
+        if (w->lock_how[t] == OS_HOLD_DEFERRED && w->kept[t].msg) {
             os_status_t st = take_deferred(w, t);
             if (st && !first)
                 first = st;
@@ -1052,7 +1051,7 @@ os_status_t os_remote_flush(os_win_t *w, int target)
     for (int t = target < 0 ? 0 : target; t < (target < 0 ? w->nranks : target + 1); t++) {
         if (w->peers[t].access != OS_PEER_REMOTE)
             continue;
-        if (w->lock_how[t] == OS_HOLD_DEFERRED && w->kept[t].has_op) {
+        if (w->lock_how[t] == OS_HOLD_DEFERRED && w->kept[t].msg) {
             /* A flush completes the kept operation: the lock is needed now. */
             os_status_t st = take_deferred(w, t);
             if (st && !first)
