@@ -51,14 +51,20 @@ static bool is_fatal(MPI_Errhandler eh)
     return eh == MPI_ERRORS_ARE_FATAL;
 }
 
-static void die(MPI_Comm comm, const char *call, int cls)
+/* The job ends, not only the object's communicator: MPICH's MPI_Abort on a
+ * communicator other than MPI_COMM_WORLD notifies that communicator's
+ * processes through its progress engine, so processes waiting in onesided's
+ * own loops (a fence or lock in shared memory) never hear of it and the job
+ * hangs until the launcher's timeout. MPICH's own fatal handler aborts
+ * MPI_COMM_WORLD too, through the process manager. */
+static void die(const char *call, int cls)
 {
     int rank = -1;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     fprintf(stderr, "onesided: fatal error in %s on rank %d: %s\n  %s\n", call, rank,
             os_error_message(), class_name(cls));
     fflush(stderr);
-    PMPI_Abort(comm, cls);
+    PMPI_Abort(MPI_COMM_WORLD, cls);
 }
 
 int os_mpi_raise_win(MPI_Win handle, const char *call, os_status_t st)
@@ -72,7 +78,7 @@ int os_mpi_raise_win(MPI_Win handle, const char *call, os_status_t st)
     bool fatal = is_fatal(eh);
     PMPI_Errhandler_free(&eh);
     if (fatal)
-        die(w->comm, call, cls);
+        die(call, cls);
     PMPI_Win_call_errhandler(handle, cls);
     return cls;
 }
@@ -87,7 +93,7 @@ int os_mpi_raise_comm(MPI_Comm comm, const char *call, os_status_t st)
     bool fatal = is_fatal(eh);
     PMPI_Errhandler_free(&eh);
     if (fatal)
-        die(comm, call, cls);
+        die(call, cls);
     PMPI_Comm_call_errhandler(comm, cls);
     return cls;
 }
