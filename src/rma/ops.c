@@ -548,6 +548,23 @@ static void count_op(os_win_t *w, const os_rma_op_t *op)
         OS_STAT(w, REQUEST_OPS, 1);
 }
 
+/* An operation with nothing to move: a zero count or a zero-size datatype
+ * on any buffer it uses. MPI (and MPICH) make it a no-op whatever the other
+ * buffers' datatypes, counts or addresses are: there is nothing to match. */
+static bool moves_nothing(const os_rma_op_t *op)
+{
+    if (!op->tcount || !op->ttype->size)
+        return true;
+    bool uses_origin = op->kind != OS_RMA_GET && !(op->kind >= OS_RMA_GET_ACC &&
+                                                   op->op == OS_OP_NO_OP);
+    if (op->kind == OS_RMA_GET || uses_origin)
+        if (!op->ocount || !op->otype->size)
+            return true;
+    if (op->kind >= OS_RMA_GET_ACC && (!op->rcount || !op->rtype || !op->rtype->size))
+        return true;
+    return false;
+}
+
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
 {
     os_status_t st;
@@ -557,9 +574,11 @@ os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
     if (op->target < 0 || op->target >= w->nranks)
         return OS_ERR(OS_ERR_RANK, "%s: target rank %d is not in the window's group of %d",
                       name, op->target, w->nranks);
-    if (op->kind >= OS_RMA_ACC && (st = check_acc_types(op)))
+    /* Epoch rules still apply to an empty operation (MPICH checks them first). */
+    const bool empty = moves_nothing(op);
+    if (!empty && op->kind >= OS_RMA_ACC && (st = check_acc_types(op)))
         return st;
-    if ((st = check_sizes(op)))
+    if (!empty && (st = check_sizes(op)))
         return st;
 
     bool defer = false;
@@ -573,7 +592,7 @@ os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
         if (w->tstate[op->target] == OS_T_NONE)
             return OS_ERR(OS_ERR_SYNC, "%s to rank %d, which is not in the MPI_Win_start group",
                           name, op->target);
-        if (w->tstate[op->target] == OS_T_PSCW_AWAIT_POST)
+        if (w->tstate[op->target] == OS_T_PSCW_AWAIT_POST && !empty)
             os_pscw_await_post(w, op->target);
         break;
     case OS_ACCESS_LOCK:
@@ -586,6 +605,8 @@ os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
     }
     if (op->request && w->access != OS_ACCESS_LOCK && w->access != OS_ACCESS_LOCK_ALL)
         return OS_ERR(OS_ERR_SYNC, "request-based %s outside a passive-target epoch", name);
+    if (empty)
+        return OS_OK;
     count_op(w, op);
     if (w->access == OS_ACCESS_FENCE)
         w->fence_epoch_ops++;

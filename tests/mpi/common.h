@@ -4,6 +4,7 @@
 #define TEST_COMMON_H
 
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
