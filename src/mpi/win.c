@@ -4,19 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Standard hints onesided accepts; given values are kept for MPI_Win_get_info. */
-static const char *const standard_keys[] = {
-    "no_locks", "accumulate_ordering", "accumulate_ops", "same_size", "same_disp_unit",
-    "alloc_shared_noncontig", "mpi_accumulate_granularity",
-};
-
-static os_status_t read_info(MPI_Info info, os_config_t *cfg, bool *noncontig, MPI_Info *kept)
+/* The window's hints: onesided's own keys go to its configuration. The
+ * standard keys (and any others) are the host MPI's business: they are given
+ * to the host window handle, which reports them in MPI_Win_get_info exactly
+ * as the host MPI does for its own windows. */
+static os_status_t read_info(MPI_Info info, os_config_t *cfg, bool *noncontig)
 {
     int nkeys = 0, flag, len;
     char key[MPI_MAX_INFO_KEY + 1], *val = NULL;
     os_status_t st = OS_OK;
 
-    PMPI_Info_create(kept);
     if (info == MPI_INFO_NULL)
         return OS_OK;
     PMPI_Info_get_nkeys(info, &nkeys);
@@ -25,9 +22,12 @@ static os_status_t read_info(MPI_Info info, os_config_t *cfg, bool *noncontig, M
         PMPI_Info_get_valuelen(info, key, &len, &flag);
         if (!flag)
             continue;
-        val = realloc(val, (size_t)len + 1);
-        if (!val)
-            return OS_ERR(OS_ERR_NOMEM, "info value");
+        char *grown = realloc(val, (size_t)len + 1);
+        if (!grown) {
+            st = OS_ERR(OS_ERR_NOMEM, "info value");
+            break;
+        }
+        val = grown;
         PMPI_Info_get(info, key, len, val, &flag);
         val[len] = 0;
         st = os_config_apply_info(cfg, key, val);
@@ -36,12 +36,25 @@ static os_status_t read_info(MPI_Info info, os_config_t *cfg, bool *noncontig, M
         /* Paper 003: a window that will not be locked needs no progress thread. */
         if (!strcmp(key, "no_locks") && !strcmp(val, "true"))
             cfg->progress = 0;
-        for (size_t k = 0; k < sizeof standard_keys / sizeof standard_keys[0]; k++)
-            if (!strcmp(key, standard_keys[k]))
-                PMPI_Info_set(*kept, key, val);
     }
     free(val);
     return st;
+}
+
+/* The hints the host window handle is created with: the program's, and for
+ * the flavors whose memory onesided places in shared memory the host MPI's
+ * own default for them (the handle itself is a dynamic window, which the
+ * host MPI would report as not in shared memory). */
+static void host_hints(os_flavor_t flavor, MPI_Info info, MPI_Info *hints)
+{
+    int len, given = 0;
+    if (info == MPI_INFO_NULL)
+        PMPI_Info_create(hints);
+    else
+        PMPI_Info_dup(info, hints);
+    PMPI_Info_get_valuelen(*hints, "alloc_shm", &len, &given);
+    if ((flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED) && !given)
+        PMPI_Info_set(*hints, "alloc_shm", "true");
 }
 
 static int create(const char *call, os_flavor_t flavor, void *base, MPI_Aint size,
@@ -52,8 +65,8 @@ static int create(const char *call, os_flavor_t flavor, void *base, MPI_Aint siz
     os_status_t st = OS_OK;
     os_config_t cfg;
     bool noncontig = false;
-    MPI_Info kept = MPI_INFO_NULL;
     os_win_t *w = NULL;
+    MPI_Info hints;
 
     os_mpi_init();
     cfg = os_config;
@@ -71,12 +84,13 @@ static int create(const char *call, os_flavor_t flavor, void *base, MPI_Aint siz
         st = OS_ERR(OS_ERR_ARG, "NULL output argument");
         goto fail;
     }
-    if ((st = read_info(info, &cfg, &noncontig, &kept)))
+    if ((st = read_info(info, &cfg, &noncontig)))
         goto fail;
-    if ((st = os_win_create(flavor, base, size, (int)disp_unit, &cfg, noncontig, comm, &w)))
+    host_hints(flavor, info, &hints);
+    st = os_win_create(flavor, base, size, (int)disp_unit, &cfg, noncontig, hints, comm, &w);
+    PMPI_Info_free(&hints);
+    if (st)
         goto fail;
-    w->info = kept;
-    kept = MPI_INFO_NULL;
     w->attr_flavor = mpi_flavor[flavor];
     w->attr_model = MPI_WIN_UNIFIED;
     if ((st = os_mpi_win_register(w))) {
@@ -88,8 +102,6 @@ static int create(const char *call, os_flavor_t flavor, void *base, MPI_Aint siz
     *win = w->handle;
     return MPI_SUCCESS;
 fail:
-    if (kept != MPI_INFO_NULL)
-        PMPI_Info_free(&kept);
     return os_mpi_raise_comm(comm, call, st);
 }
 
@@ -149,8 +161,6 @@ int MPI_Win_free(MPI_Win *win)
         return os_mpi_raise_win(handle, "MPI_Win_free", st);
     os_mpi_stats_collect(w, handle);
     os_mpi_win_unregister(w);
-    if (w->info != MPI_INFO_NULL)
-        PMPI_Info_free(&w->info);
     os_win_free(w);
     *win = MPI_WIN_NULL;
     return MPI_SUCCESS;
@@ -200,21 +210,9 @@ int MPI_Win_get_info(MPI_Win win, MPI_Info *info_used)
     os_win_t *w = os_mpi_win(win);
     if (!w)
         return PMPI_Win_get_info(win, info_used);
-    PMPI_Info_dup(w->info, info_used);
-    /* Defaults of the standard hints that were not given. */
-    static const char *const defaults[][2] = {
-        { "no_locks", "false" },
-        { "accumulate_ordering", "rar,raw,war,waw" },
-        { "accumulate_ops", "same_op_no_op" },
-    };
-    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
-        int len, flag;
-        PMPI_Info_get_valuelen(*info_used, defaults[i][0], &len, &flag);
-        if (!flag)
-            PMPI_Info_set(*info_used, defaults[i][0], defaults[i][1]);
-    }
-    if (w->flavor == OS_FLAVOR_SHARED)
-        PMPI_Info_set(*info_used, "alloc_shared_noncontig", w->noncontig ? "true" : "false");
+    int rc = PMPI_Win_get_info(w->handle, info_used);
+    if (rc != MPI_SUCCESS)
+        return rc;
     os_config_each_info(&w->cfg, put_info, info_used);
     return MPI_SUCCESS;
 }
@@ -226,23 +224,12 @@ int MPI_Win_set_info(MPI_Win win, MPI_Info info)
         return PMPI_Win_set_info(win, info);
     os_config_t cfg = w->cfg;
     bool noncontig = w->noncontig;
-    MPI_Info kept;
-    os_status_t st = read_info(info, &cfg, &noncontig, &kept);
-    if (st) {
-        PMPI_Info_free(&kept);
+    os_status_t st = read_info(info, &cfg, &noncontig);
+    if (st)
         return os_mpi_raise_win(win, "MPI_Win_set_info", st);
-    }
-    /* Merge: keys given now replace those given before. */
-    int nkeys = 0;
-    char key[MPI_MAX_INFO_KEY + 1], val[MPI_MAX_INFO_VAL + 1];
-    PMPI_Info_get_nkeys(kept, &nkeys);
-    for (int i = 0; i < nkeys; i++) {
-        int flag;
-        PMPI_Info_get_nthkey(kept, i, key);
-        PMPI_Info_get(kept, key, MPI_MAX_INFO_VAL, val, &flag);
-        PMPI_Info_set(w->info, key, val);
-    }
-    PMPI_Info_free(&kept);
+    int rc = PMPI_Win_set_info(w->handle, info);
+    if (rc != MPI_SUCCESS)
+        return rc;
     /* Fixed at creation, because every process must make the same choice
      * and they were agreed on then: the region tables' layout, the fence
      * choice, the lock design and its policy, direct accumulate and with it

@@ -224,7 +224,6 @@ typedef struct os_win {
     onesided_win_stats_t stats;
 
     /* front-end data kept with the window */
-    MPI_Info info;       /* the hints given, returned by MPI_Win_get_info */
     int attr_flavor;     /* storage for MPI_WIN_CREATE_FLAVOR */
     int attr_model;      /* storage for MPI_WIN_MODEL */
 } os_win_t;
@@ -235,8 +234,10 @@ typedef struct os_win {
 /* The processes of comm on this process's node: real nodes, or virtual nodes
  * of virtual_size consecutive MPI_COMM_WORLD ranks when it is positive. */
 MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size);
+/* hints: the info the host MPI's window handle is created with. */
 os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
-                          const os_config_t *cfg, bool noncontig, MPI_Comm comm, os_win_t **out);
+                          const os_config_t *cfg, bool noncontig, MPI_Info hints,
+                          MPI_Comm comm, os_win_t **out);
 /* OS_OK when no epoch is open, so that the collective free may begin. */
 os_status_t os_win_can_free(const os_win_t *w);
 os_status_t os_win_free(os_win_t *w);

@@ -97,7 +97,8 @@ static void unmap_peers(os_win_t *w)
 }
 
 os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
-                          const os_config_t *cfg, bool noncontig, MPI_Comm comm, os_win_t **out)
+                          const os_config_t *cfg, bool noncontig, MPI_Info hints,
+                          MPI_Comm comm, os_win_t **out)
 {
     os_status_t st = OS_OK;
     peer_info_t mine, *all = NULL;
@@ -262,15 +263,15 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
         st = OS_ERR(OS_ERR_NOMEM, "accumulate batches for %d ranks", w->nranks);
         goto fail;
     }
+    /* A process without memory gets NULL, as from MPICH (programs check it). */
     if (flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED)
         w->base = w->size ? w->peers[w->rank].base : NULL;
     else
         w->base = base;
-    if (flavor == OS_FLAVOR_SHARED && !w->size)
-        w->base = w->peers[w->rank].base; /* MPI: a valid, possibly shared, address */
 
-    /* The host MPI's window is only a handle; a dynamic one costs no memory. */
-    if (PMPI_Win_create_dynamic(MPI_INFO_NULL, w->comm, &w->handle) != MPI_SUCCESS) {
+    /* The host MPI's window is only a handle; a dynamic one costs no memory.
+     * It keeps the hints, so MPI_Win_get_info reports them as the host does. */
+    if (PMPI_Win_create_dynamic(hints, w->comm, &w->handle) != MPI_SUCCESS) {
         st = OS_ERR(OS_ERR_OTHER, "the host MPI could not create a window handle");
         goto fail;
     }
@@ -354,16 +355,13 @@ os_status_t os_win_shared_query(os_win_t *w, int rank, MPI_Aint *size, int *disp
         return OS_ERR(OS_ERR_RANK, "rank %d is not in the window's group of %d", rank,
                       w->nranks);
     }
-    if (w->peers[rank].access == OS_PEER_REMOTE) {
-        /* Memory on another node cannot be shared: size 0, no address. */
-        *size = 0;
-        *disp_unit = w->peers[rank].disp_unit;
-        *baseptr = NULL;
-        return OS_OK;
-    }
-    *size = w->peers[rank].size;
-    *disp_unit = w->peers[rank].disp_unit;
-    *baseptr = w->peers[rank].base;
+    /* Memory on another node cannot be shared, and a process without memory
+     * has none to share: size 0 and a NULL base, as MPICH returns. */
+    const os_peer_t *p = &w->peers[rank];
+    bool none = p->access == OS_PEER_REMOTE || p->size == 0;
+    *size = none ? 0 : p->size;
+    *disp_unit = p->disp_unit;
+    *baseptr = none ? NULL : p->base;
     return OS_OK;
 }
 

@@ -73,7 +73,10 @@ static void shared_memory(void)
             contiguous &= (char *)p == expect;
         expect = (char *)p + sz;
         CHECK(sz == (MPI_Aint)(r * sizeof(int)), "size of rank %d: %ld", r, (long)sz);
+        /* A process without memory has a NULL base, as from MPICH. */
+        CHECK(r || p == NULL, "shared_query of rank 0, which has no memory, gave %p", (void *)p);
     }
+    CHECK(t_rank || base == NULL, "MPI_Win_allocate_shared of 0 bytes returned %p", (void *)base);
     CHECK(contiguous, "allocate_shared memory is contiguous across ranks");
     /* Direct stores into the neighbour's memory, made visible by sync + barrier. */
     int right = (t_rank + 1) % t_size;
@@ -89,6 +92,21 @@ static void shared_memory(void)
         ok &= base[i] == 1000 * left + i;
     CHECK(ok, "load/store through shared_query pointers");
     MPI_Win_unlock_all(win);
+    MPI_Win_free(&win);
+
+    /* Noncontiguous, the last process without memory: NULL for it too. */
+    MPI_Info nc;
+    MPI_Info_create(&nc);
+    MPI_Info_set(nc, "alloc_shared_noncontig", "true");
+    mine = t_rank == t_size - 1 ? 0 : 64;
+    MPI_Win_allocate_shared(mine, 1, nc, MPI_COMM_WORLD, &base, &win);
+    MPI_Info_free(&nc);
+    for (int r = 0; r < t_size; r++) {
+        MPI_Win_shared_query(win, r, &sz, &du, &p);
+        bool empty = r == t_size - 1;
+        CHECK(sz == (empty ? 0 : 64) && (empty ? p == NULL : p != NULL),
+              "noncontig: rank %d's segment: size %ld at %p", r, (long)sz, (void *)p);
+    }
     MPI_Win_free(&win);
 
     /* Non-contiguous: each rank's piece stands on its own pages. */
@@ -107,6 +125,102 @@ static void shared_memory(void)
     MPI_Info_free(&used);
     MPI_Info_free(&info);
     MPI_Win_free(&win);
+}
+
+/* MPI_Win_get_info reports every key as the host MPI does for the same
+ * window: a host-MPI window made with PMPI_* beside ours, the same hints,
+ * every flavor, before and after MPI_Win_set_info. onesided's own keys
+ * (onesided_*) come on top. */
+static int info_keys_differ(MPI_Info ours, MPI_Info host, const char *what)
+{
+    int n_ours, n_host, differ = 0, flag;
+    char key[MPI_MAX_INFO_KEY + 1], a[MPI_MAX_INFO_VAL + 1], b[MPI_MAX_INFO_VAL + 1];
+    MPI_Info_get_nkeys(host, &n_host);
+    for (int i = 0; i < n_host; i++) {
+        MPI_Info_get_nthkey(host, i, key);
+        MPI_Info_get(host, key, MPI_MAX_INFO_VAL, b, &flag);
+        MPI_Info_get(ours, key, MPI_MAX_INFO_VAL, a, &flag);
+        if (!flag || strcmp(a, b)) {
+            differ++;
+            fprintf(stderr, "[rank %d] %s: info %s is %s, the host MPI says %s\n", t_rank, what,
+                    key, flag ? a : "(absent)", b);
+        }
+    }
+    MPI_Info_get_nkeys(ours, &n_ours);
+    for (int i = 0; i < n_ours; i++) {
+        MPI_Info_get_nthkey(ours, i, key);
+        MPI_Info_get(host, key, MPI_MAX_INFO_VAL, b, &flag);
+        if (!flag && strncmp(key, "onesided_", 9)) {
+            differ++;
+            fprintf(stderr, "[rank %d] %s: info %s is not the host MPI's\n", t_rank, what, key);
+        }
+    }
+    return differ;
+}
+
+static void info_like_host(void)
+{
+    static char buf[2][256];
+    for (int given = 0; given < 2; given++) {
+        MPI_Info in = MPI_INFO_NULL;
+        if (given) {
+            MPI_Info_create(&in);
+            MPI_Info_set(in, "no_locks", "true");
+            MPI_Info_set(in, "accumulate_ops", "same_op");
+            MPI_Info_set(in, "alloc_shared_noncontig", "true");
+            MPI_Info_set(in, "same_size", "true");
+            MPI_Info_set(in, "not_a_standard_key", "1");
+        }
+        for (int f = 0; f < 4; f++) {
+            static const char *const fname[] = { "allocate", "allocate_shared", "create",
+                                                 "dynamic" };
+            MPI_Win ours, host;
+            void *b1, *b2;
+            switch (f) {
+            case 0:
+                MPI_Win_allocate(64, 1, in, MPI_COMM_WORLD, &b1, &ours);
+                PMPI_Win_allocate(64, 1, in, MPI_COMM_WORLD, &b2, &host);
+                break;
+            case 1:
+                MPI_Win_allocate_shared(64, 1, in, MPI_COMM_WORLD, &b1, &ours);
+                PMPI_Win_allocate_shared(64, 1, in, MPI_COMM_WORLD, &b2, &host);
+                break;
+            case 2:
+                MPI_Win_create(buf[0], 64, 1, in, MPI_COMM_WORLD, &ours);
+                PMPI_Win_create(buf[1], 64, 1, in, MPI_COMM_WORLD, &host);
+                break;
+            case 3:
+                MPI_Win_create_dynamic(in, MPI_COMM_WORLD, &ours);
+                PMPI_Win_create_dynamic(in, MPI_COMM_WORLD, &host);
+                break;
+            }
+            char what[96];
+            for (int step = 0; step < 2; step++) {
+                if (step) {
+                    MPI_Info upd;
+                    MPI_Info_create(&upd);
+                    MPI_Info_set(upd, "no_locks", "false");
+                    MPI_Info_set(upd, "accumulate_ordering", "none");
+                    MPI_Win_set_info(ours, upd);
+                    PMPI_Win_set_info(host, upd);
+                    MPI_Info_free(&upd);
+                }
+                MPI_Info a, b;
+                MPI_Win_get_info(ours, &a);
+                PMPI_Win_get_info(host, &b);
+                snprintf(what, sizeof what, "%s%s%s", fname[f], given ? " with hints" : "",
+                         step ? " after MPI_Win_set_info" : "");
+                CHECK(!info_keys_differ(a, b, what), "%s: MPI_Win_get_info differs from the "
+                      "host MPI's", what);
+                MPI_Info_free(&a);
+                MPI_Info_free(&b);
+            }
+            MPI_Win_free(&ours);
+            PMPI_Win_free(&host);
+        }
+        if (in != MPI_INFO_NULL)
+            MPI_Info_free(&in);
+    }
 }
 
 static void displacement_units_and_info(void)
@@ -352,6 +466,7 @@ int main(int argc, char **argv)
     t_init(&argc, &argv);
     attributes();
     shared_memory();
+    info_like_host();
     displacement_units_and_info();
     subcommunicator();
     dynamic_regions();
