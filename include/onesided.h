@@ -32,8 +32,11 @@ extern "C" {
  * (no_locks, accumulate_ordering, accumulate_ops, same_size, same_disp_unit,
  * alloc_shared_noncontig). Values are integers; "true"/"false" also work. */
 
-/* Most regions a process may attach to a dynamic window at once (default 256). */
-#define ONESIDED_INFO_DYNAMIC_MAX_REGIONS "onesided_dynamic_max_regions"
+/* Regions attached to a dynamic window that the node's other processes check
+ * from shared memory (default 256). A process may attach any number; past
+ * this many, the others read its region table with one CMA system call per
+ * check (statistic fallback_dyn_table_cma). */
+#define ONESIDED_INFO_DYNAMIC_INLINE_REGIONS "onesided_dynamic_inline_regions"
 /* "1": queue every operation of a fence epoch to the closing fence, as in the
  * MPICH-2 design (paper 003). Default "0": operations run at once when the
  * opening fence synchronized, and are queued only after MPI_MODE_NOPRECEDE. */
@@ -138,6 +141,9 @@ typedef enum {
     ONESIDED_STAT_LOCK_PIGGYBACKED, /* lock epochs whose one operation went with the lock request
                                        (manager design, onesided_lock_piggyback) */
     ONESIDED_STAT_LOCK_ELIDED,      /* ... lock epochs with no operation: nothing was sent */
+    ONESIDED_STAT_FALLBACK_DYN_TABLE_CMA, /* dynamic-window address checks that read the target's
+                                       region table by CMA (more regions than
+                                       onesided_dynamic_inline_regions) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

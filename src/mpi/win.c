@@ -234,7 +234,7 @@ int MPI_Win_set_info(MPI_Win win, MPI_Info info)
      * and they were agreed on then: the region tables' layout, the fence
      * choice, the lock design and its policy, direct accumulate and with it
      * the bulk threshold. */
-    cfg.dynamic_max_regions = w->cfg.dynamic_max_regions;
+    cfg.dynamic_inline_regions = w->cfg.dynamic_inline_regions;
     cfg.fence_defer = w->cfg.fence_defer;
     cfg.lock = w->cfg.lock;
     cfg.lock_policy = w->cfg.lock_policy;

@@ -12,32 +12,6 @@ static const char *const kind_name[] = { "MPI_Put", "MPI_Get", "MPI_Accumulate",
 
 /* ----------------------------------------------------------------- checks */
 
-/* Find the attached region of `target` that holds [addr, addr+len). */
-bool os_dyn_find(os_win_t *w, int target, uint64_t addr, uint64_t len)
-{
-    os_rank_ctl_t *c = &w->ctl[target];
-    const os_region_t *tab = &w->regions[(size_t)target * (size_t)w->max_regions];
-    for (;;) {
-        uint64_t v1 = atomic_load_explicit(&c->dyn_version, memory_order_acquire);
-        if (v1 & 1) {
-            os_cpu_relax();
-            continue;
-        }
-        bool found = false;
-        uint64_t n = atomic_load_explicit(&c->dyn_count, memory_order_relaxed);
-        if (n > (uint64_t)w->max_regions)
-            n = (uint64_t)w->max_regions;
-        for (uint64_t i = 0; i < n && !found; i++) {
-            uint64_t b = atomic_load_explicit(&tab[i].base, memory_order_relaxed);
-            uint64_t s = atomic_load_explicit(&tab[i].size, memory_order_relaxed);
-            found = addr >= b && addr - b <= s && len <= s - (addr - b);
-        }
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&c->dyn_version, memory_order_relaxed) == v1)
-            return found;
-    }
-}
-
 /* Resolve the target address and check that every byte the operation touches
  * lies inside the target's window. */
 static os_status_t target_range(os_win_t *w, const os_rma_op_t *op, char **taddr)
@@ -611,8 +585,12 @@ os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
     if (w->access == OS_ACCESS_FENCE)
         w->fence_epoch_ops++;
     if (defer) {
-        /* Check the range now, so that the error reaches the erroneous call. */
-        if ((st = target_range(w, op, &taddr)))
+        /* Check the range now, so that the error reaches the erroneous call.
+         * Not on dynamic windows: the fence that will run the operation is
+         * what orders the target's MPI_Win_attach before it (after
+         * MPI_MODE_NOPRECEDE the target may not have attached yet), so
+         * the check belongs to the execution, and an error to that fence. */
+        if (w->flavor != OS_FLAVOR_DYNAMIC && (st = target_range(w, op, &taddr)))
             return st;
         return enqueue(w, op);
     }

@@ -13,6 +13,7 @@
 #define OS_RMA_H
 
 #include <mpi.h>
+#include <pthread.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -99,8 +100,11 @@ typedef struct {
     _Alignas(OS_CACHELINE) _Atomic uint64_t acc_active;
     _Alignas(OS_CACHELINE) _Atomic uint64_t acc_bulk;
     _Alignas(OS_CACHELINE) _Atomic uint64_t pscw_done; /* MPI_Win_complete calls received */
-    _Alignas(OS_CACHELINE) _Atomic uint64_t dyn_version; /* seqlock: odd while regions change */
+    /* Dynamic windows (dynamic.c): a sequence lock, odd while the owner
+     * changes its regions; how many it has; where its own array of them is. */
+    _Alignas(OS_CACHELINE) _Atomic uint64_t dyn_version;
     _Atomic uint64_t dyn_count;
+    _Atomic uint64_t dyn_table;
     /* The hybrid lock (os_netlock.h): the mode the node's lockers read
      * (OS_LOCKMODE_*), and how many of them used the network word since the
      * lock migrated there (the history policy's count). */
@@ -108,9 +112,22 @@ typedef struct {
     _Atomic uint64_t lock_local_count;
 } os_rank_ctl_t;
 
+/* A region attached to a dynamic window, as the node's origins read it. */
 typedef struct {
     _Atomic uint64_t base, size;
 } os_region_t;
+
+/* The regions this process attached, sorted by base (dynamic.c). */
+typedef struct {
+    uint64_t base, size;
+} os_dyn_region_t;
+
+typedef struct {
+    os_dyn_region_t *v;
+    size_t n, cap;
+    pthread_mutex_t lock; /* the progress thread checks requests against it */
+    bool ready;
+} os_dyn_table_t;
 
 typedef enum {
     OS_RMA_PUT, OS_RMA_GET, OS_RMA_ACC, OS_RMA_GET_ACC, OS_RMA_FOP, OS_RMA_CAS
@@ -181,8 +198,9 @@ typedef struct os_win {
     os_rank_ctl_t *ctl;     /* [nranks] */
     _Atomic uint64_t *post; /* [nranks][post_stride]: post[o][t] counts posts by t for o */
     size_t post_stride;
-    os_region_t *regions;   /* [nranks][max_regions] */
-    int max_regions;
+    os_region_t *regions;   /* [nranks][inline_regions]: copies of each rank's table */
+    int inline_regions;
+    os_dyn_table_t dyn;     /* this process's attached regions */
 
     /* epochs */
     os_access_t access;
@@ -243,8 +261,16 @@ os_status_t os_win_can_free(const os_win_t *w);
 os_status_t os_win_free(os_win_t *w);
 os_status_t os_win_shared_query(os_win_t *w, int rank, MPI_Aint *size, int *disp_unit,
                                 void **baseptr);
+
+/* dynamic.c */
+os_status_t os_dyn_init(os_win_t *w);
+void os_dyn_fini(os_win_t *w);
 os_status_t os_win_attach(os_win_t *w, void *base, MPI_Aint size);
 os_status_t os_win_detach(os_win_t *w, const void *base);
+/* Is [addr, addr+len) inside memory `target` attached (the union of its
+ * regions)? A node-mate's table is read from shared memory or by CMA; this
+ * process's own is read under its mutex. */
+bool os_dyn_find(os_win_t *w, int target, uint64_t addr, uint64_t len);
 
 /* ops.c */
 /* Check an operation and do it, or queue it to the closing fence. */
@@ -261,7 +287,6 @@ bool os_acc_atomic_try_enter(os_win_t *w, int target);
 void os_acc_atomic_exit(os_win_t *w);
 
 /* ops.c: for remote.c */
-bool os_dyn_find(os_win_t *w, int target, uint64_t addr, uint64_t len);
 /* A contiguous piece of a target buffer in a request from another node:
  * a byte offset in the window, or an address for dynamic windows. */
 typedef struct {

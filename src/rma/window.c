@@ -14,7 +14,7 @@ typedef struct {
     int64_t size;
     int32_t disp_unit;
     int32_t pid;
-    int32_t max_regions;
+    int32_t inline_regions;
     int32_t fence_defer;   /* agreed: the fence's choice must be the same everywhere */
     int32_t region_fd;     /* MPI_Win_create over MPI_Alloc_mem memory: its memfd, else -1 */
     uint64_t region_size;  /* bytes of that region */
@@ -51,7 +51,7 @@ static size_t layout(os_win_t *w, size_t *post_off, size_t *regions_off)
     w->post_stride = OS_ALIGN_UP((size_t)w->nranks * sizeof(uint64_t), OS_CACHELINE) / sizeof(uint64_t);
     off += (size_t)w->nranks * w->post_stride * sizeof(uint64_t);
     *regions_off = off;
-    off += (size_t)w->nranks * (size_t)w->max_regions * sizeof(os_region_t);
+    off += (size_t)w->nranks * (size_t)w->inline_regions * sizeof(os_region_t);
     return OS_ALIGN_UP(off, PAGE);
 }
 
@@ -146,7 +146,7 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
     PMPI_Bcast(&node_first, 1, MPI_INT, 0, node);
     mine = (peer_info_t){ .base = (uint64_t)(uintptr_t)base, .size = size,
                           .disp_unit = disp_unit, .pid = (int32_t)getpid(),
-                          .max_regions = cfg->dynamic_max_regions,
+                          .inline_regions = cfg->dynamic_inline_regions,
                           .fence_defer = cfg->fence_defer, .region_fd = -1,
                           .world = world_rank, .node = node_first, .lock = cfg->lock,
                           .lock_policy = cfg->lock_policy, .lock_streak = cfg->lock_streak,
@@ -171,7 +171,8 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
     }
     PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, w->comm);
 
-    /* Every rank must lay the region tables out alike: take the largest request. */
+    /* Agreed values: every process must make the same choice. The region
+     * table copies must be laid out alike: the largest request wins. */
     for (int r = 0; r < w->nranks; r++) {
         if (all[r].fence_defer)
             w->cfg.fence_defer = 1;
@@ -192,11 +193,14 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
         w->cfg.acc_bulk_min = 0;
     else
         w->cfg.acc_direct = 0;
-    w->max_regions = 0;
-    if (flavor == OS_FLAVOR_DYNAMIC)
+    w->inline_regions = 0;
+    if (flavor == OS_FLAVOR_DYNAMIC) {
         for (int r = 0; r < w->nranks; r++)
-            if (all[r].max_regions > w->max_regions)
-                w->max_regions = all[r].max_regions;
+            if (all[r].inline_regions > w->inline_regions)
+                w->inline_regions = all[r].inline_regions;
+        if ((st = os_dyn_init(w)))
+            goto fail;
+    }
     ctl_bytes = layout(w, &post_off, &regions_off);
 
     if (flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED) {
@@ -299,6 +303,7 @@ fail:
     free(w->post_seen);
     free(w->start_ranks);
     os_acc_batches_free(w);
+    os_dyn_fini(w);
     free(w);
     return st;
 }
@@ -337,6 +342,7 @@ os_status_t os_win_free(os_win_t *w)
     free(w->start_ranks);
     free(w->queue);
     os_acc_batches_free(w);
+    os_dyn_fini(w);
     free(w);
     return OS_OK;
 }
@@ -363,52 +369,4 @@ os_status_t os_win_shared_query(os_win_t *w, int rank, MPI_Aint *size, int *disp
     *disp_unit = p->disp_unit;
     *baseptr = none ? NULL : p->base;
     return OS_OK;
-}
-
-/* The owner edits its region table under a sequence lock; origins read it
- * with os_dyn_find (ops.c) and retry if the version moved. */
-os_status_t os_win_attach(os_win_t *w, void *base, MPI_Aint size)
-{
-    if (w->flavor != OS_FLAVOR_DYNAMIC)
-        return OS_ERR(OS_ERR_FLAVOR, "MPI_Win_attach on a window not created dynamic");
-    if (size < 0)
-        return OS_ERR(OS_ERR_SIZE, "MPI_Win_attach of %ld bytes", (long)size);
-    if (size > 0 && !base)
-        return OS_ERR(OS_ERR_ARG, "MPI_Win_attach of a NULL base");
-    os_rank_ctl_t *c = &w->ctl[w->rank];
-    os_region_t *tab = &w->regions[(size_t)w->rank * (size_t)w->max_regions];
-    uint64_t n = atomic_load_explicit(&c->dyn_count, memory_order_relaxed);
-    if (n >= (uint64_t)w->max_regions)
-        return OS_ERR(OS_ERR_ATTACH, "more than %d regions attached to a dynamic window "
-                      "(raise %s)", w->max_regions, ONESIDED_INFO_DYNAMIC_MAX_REGIONS);
-    atomic_fetch_add_explicit(&c->dyn_version, 1, memory_order_acq_rel);
-    atomic_store_explicit(&tab[n].base, (uint64_t)(uintptr_t)base, memory_order_relaxed);
-    atomic_store_explicit(&tab[n].size, (uint64_t)size, memory_order_relaxed);
-    atomic_store_explicit(&c->dyn_count, n + 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->dyn_version, 1, memory_order_release);
-    return OS_OK;
-}
-
-os_status_t os_win_detach(os_win_t *w, const void *base)
-{
-    if (w->flavor != OS_FLAVOR_DYNAMIC)
-        return OS_ERR(OS_ERR_FLAVOR, "MPI_Win_detach on a window not created dynamic");
-    os_rank_ctl_t *c = &w->ctl[w->rank];
-    os_region_t *tab = &w->regions[(size_t)w->rank * (size_t)w->max_regions];
-    uint64_t n = atomic_load_explicit(&c->dyn_count, memory_order_relaxed);
-    for (uint64_t i = 0; i < n; i++) {
-        if (atomic_load_explicit(&tab[i].base, memory_order_relaxed) == (uint64_t)(uintptr_t)base) {
-            atomic_fetch_add_explicit(&c->dyn_version, 1, memory_order_acq_rel);
-            atomic_store_explicit(&tab[i].base,
-                                  atomic_load_explicit(&tab[n - 1].base, memory_order_relaxed),
-                                  memory_order_relaxed);
-            atomic_store_explicit(&tab[i].size,
-                                  atomic_load_explicit(&tab[n - 1].size, memory_order_relaxed),
-                                  memory_order_relaxed);
-            atomic_store_explicit(&c->dyn_count, n - 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&c->dyn_version, 1, memory_order_release);
-            return OS_OK;
-        }
-    }
-    return OS_ERR(OS_ERR_ATTACH, "MPI_Win_detach of %p, which is not attached", base);
 }
