@@ -17,15 +17,20 @@
  * that is busy: then the passive-target rows show whether the origin has to
  * wait for the target (fence and PSCW need the target and are skipped).
  * Each row is the median over R repetitions of the mean over N iterations.
+ * The last two rows time window creation and free themselves: WINS windows
+ * of 4 KB of the chosen flavor made one after another, then freed (for
+ * create_allocmem, MPI_Alloc_mem and MPI_Free_mem are included), per window.
  * Every result is verified; a wrong value aborts the run.
  */
 #include "bench_impl.h"
 
-enum { B_PUT, B_GET, B_ACC, B_FOP, B_CAS, B_LOCK_PUT_UNLOCK, B_FENCE, B_PSCW, NBENCH };
+enum { B_PUT, B_GET, B_ACC, B_FOP, B_CAS, B_LOCK_PUT_UNLOCK, B_FENCE, B_PSCW, B_WIN_CREATE,
+       B_WIN_FREE, NBENCH };
 static const char *const bench_name[NBENCH] = {
     "put+flush", "get+flush", "accumulate+flush", "fetch_and_op", "compare_and_swap",
-    "lock-put-unlock", "fence epoch", "pscw epoch",
+    "lock-put-unlock", "fence epoch", "pscw epoch", "window create", "window free",
 };
+#define WINS 100
 
 static int rank, size, busy_us;
 
@@ -135,6 +140,45 @@ done:
     return t * 1e6 / iters;
 }
 
+/* One repetition of window creation and free: microseconds per window of
+ * each, measured by rank 0 between barriers. */
+static void window_lifecycle(const impl_t *m, const char *flavor, double *create_us,
+                             double *free_us)
+{
+    static MPI_Win wins[WINS];
+    static void *mem[WINS];
+    const MPI_Aint bytes = 4096;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < WINS; i++) {
+        if (!strcmp(flavor, "create")) {
+            mem[i] = calloc(1, (size_t)bytes);
+            m->win_create(mem[i], bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &wins[i]);
+        } else if (!strcmp(flavor, "create_allocmem")) {
+            m->alloc_mem(bytes, MPI_INFO_NULL, &mem[i]);
+            m->win_create(mem[i], bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &wins[i]);
+        } else {
+            m->win_allocate(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem[i], &wins[i]);
+        }
+    }
+    double t1 = MPI_Wtime();
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t2 = MPI_Wtime();
+    for (int i = 0; i < WINS; i++) {
+        m->win_free(&wins[i]);
+        if (!strcmp(flavor, "create"))
+            free(mem[i]);
+        else if (!strcmp(flavor, "create_allocmem"))
+            m->free_mem(mem[i]);
+    }
+    double t3 = MPI_Wtime();
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t[2] = { (t1 - t0) * 1e6 / WINS, (t3 - t2) * 1e6 / WINS };
+    MPI_Bcast(t, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    *create_us = t[0];
+    *free_us = t[1];
+}
+
 static void verify(int bench, long *base, long iters_total)
 {
     /* On the target, after the last repetition of a benchmark. */
@@ -186,7 +230,7 @@ int main(int argc, char **argv)
         } else {
             m->win_allocate(wbytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
         }
-        for (int b = 0; b < NBENCH; b++) {
+        for (int b = 0; b < B_WIN_CREATE; b++) {
             if (busy_us && b >= B_FENCE) {
                 med[k][b] = 0;
                 continue;
@@ -215,6 +259,24 @@ int main(int argc, char **argv)
         else if (!strcmp(flavor, "create_allocmem"))
             m->free_mem(base);
     }
+    /* Window lifecycle, the two implementations alternating repetition by
+     * repetition so that both see the same machine load. */
+    if (!busy_us) {
+        double *cs[2], *fs[2];
+        for (int k = 0; k < 2; k++) {
+            cs[k] = malloc(sizeof(double) * (size_t)reps);
+            fs[k] = malloc(sizeof(double) * (size_t)reps);
+        }
+        for (int r = 0; r < reps; r++)
+            for (int k = 0; k < 2; k++)
+                window_lifecycle(&impls[k], flavor, &cs[k][r], &fs[k][r]);
+        for (int k = 0; k < 2; k++) {
+            med[k][B_WIN_CREATE] = bench_median(cs[k], reps);
+            med[k][B_WIN_FREE] = bench_median(fs[k], reps);
+            free(cs[k]);
+            free(fs[k]);
+        }
+    }
     if (rank == 0) {
         FILE *out = csv ? fopen(csv, "w") : NULL;
         printf("window flavor: %s\n", flavor);
@@ -226,6 +288,8 @@ int main(int argc, char **argv)
         for (int b = 0; b < NBENCH; b++) {
             if (busy_us && b >= B_FENCE)
                 continue;
+            if (b == B_WIN_CREATE)
+                printf("%-20s (per window, %d windows of 4 KB)\n", "window lifecycle", WINS);
             double ratio = med[1][b] / med[0][b];
             printf("%-20s %12.3f %12.3f %8.4f\n", bench_name[b], med[0][b], med[1][b], ratio);
             if (out)

@@ -69,10 +69,10 @@ static inline bool os_lock_shared_enter(os_lockword_t *l, uint16_t me)
     return true;
 }
 
-/* Blocking forms; `contended` (may be NULL) is set when the lock was not free. */
-static inline void os_lock_acquire_excl(os_lockword_t *l, bool *contended)
+/* Blocking forms; `contended` (may be NULL) is set when the lock was not free.
+ * The wait forms take a ticket drawn already (so that a caller can show it). */
+static inline void os_lock_wait_excl(os_lockword_t *l, uint16_t me, bool *contended)
 {
-    uint16_t me = os_lock_ticket(l);
     os_backoff_t b = OS_BACKOFF_INIT;
     bool waited = false;
     while (!os_lock_excl_ready(l, me)) {
@@ -83,14 +83,18 @@ static inline void os_lock_acquire_excl(os_lockword_t *l, bool *contended)
         *contended = waited;
 }
 
+static inline void os_lock_acquire_excl(os_lockword_t *l, bool *contended)
+{
+    os_lock_wait_excl(l, os_lock_ticket(l), contended);
+}
+
 static inline void os_lock_release_excl(os_lockword_t *l)
 {
     os_lock_bump(l, 1, 1);
 }
 
-static inline void os_lock_acquire_shared(os_lockword_t *l, bool *contended)
+static inline void os_lock_wait_shared(os_lockword_t *l, uint16_t me, bool *contended)
 {
-    uint16_t me = os_lock_ticket(l);
     os_backoff_t b = OS_BACKOFF_INIT;
     bool waited = false;
     while (!os_lock_shared_enter(l, me)) {
@@ -99,6 +103,11 @@ static inline void os_lock_acquire_shared(os_lockword_t *l, bool *contended)
     }
     if (contended)
         *contended = waited;
+}
+
+static inline void os_lock_acquire_shared(os_lockword_t *l, bool *contended)
+{
+    os_lock_wait_shared(l, os_lock_ticket(l), contended);
 }
 
 static inline void os_lock_release_shared(os_lockword_t *l)

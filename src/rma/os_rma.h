@@ -86,6 +86,9 @@ typedef struct {
 /* One per rank, each on its own cache lines. */
 typedef struct {
     _Alignas(OS_CACHELINE) os_lockword_t lock; /* passive-target window lock */
+    /* For the watchdog only: 1 + the rank holding `lock` exclusively, or 0.
+     * On the lock's line, which its holder has just written anyway. */
+    _Atomic uint64_t lock_holder;
     _Alignas(OS_CACHELINE) os_lockword_t acc_mutex;
     /* Fence: origins add how many of them will write here (reduce-scatter of
      * per-target counts), then signal when done; indexed by the parity of the

@@ -23,6 +23,97 @@ static void wait_until_geq(_Atomic uint64_t *v, uint64_t target)
         os_backoff_wait(&b);
 }
 
+/* ------------------------------------------------------- watchdog reports */
+
+static int describe_window(const os_win_t *w, char *buf, size_t len)
+{
+    char name[MPI_MAX_OBJECT_NAME] = "";
+    int n = 0;
+    PMPI_Win_get_name(w->handle, name, &n);
+    return snprintf(buf, len, "window %s%s%s(rank %d of %d)", n ? "'" : "", n ? name : "",
+                    n ? "' " : "", w->rank, w->nranks);
+}
+
+static const char *design_name(const os_win_t *w)
+{
+    static const char *const design[] = { "hybrid", "manager", "network" };
+    return design[w->cfg.lock % 3];
+}
+
+static void describe_fence(const os_wait_site_t *s, char *buf, size_t len)
+{
+    const os_win_t *w = s->obj;
+    const int p = (int)(w->fence_syncs & 1);
+    const os_rank_ctl_t *me = &w->ctl[w->rank];
+    int n = describe_window(w, buf, len);
+    snprintf(buf + n, len - (size_t)n, ", fence %llu: %llu of the node's %d processes arrived; "
+             "%llu origins announced operations to this process, %llu finished",
+             (unsigned long long)w->fence_syncs,
+             (unsigned long long)atomic_load(&w->node->bar_count), w->nranks,
+             (unsigned long long)atomic_load(&me->fence_expect[p]),
+             (unsigned long long)atomic_load(&me->fence_done[p]));
+}
+
+static void describe_post(const os_wait_site_t *s, char *buf, size_t len)
+{
+    const os_win_t *w = s->obj;
+    int n = describe_window(w, buf, len);
+    snprintf(buf + n, len - (size_t)n, ", waiting for MPI_Win_post by rank %d (%llu posts "
+             "seen before, %llu made)", s->target, (unsigned long long)w->post_seen[s->target],
+             (unsigned long long)atomic_load(&w->post[(size_t)w->rank * w->post_stride +
+                                                       (size_t)s->target]));
+}
+
+static void describe_wait(const os_wait_site_t *s, char *buf, size_t len)
+{
+    const os_win_t *w = s->obj;
+    int n = describe_window(w, buf, len);
+    snprintf(buf + n, len - (size_t)n, ", %llu of the %d origins of the post group called "
+             "MPI_Win_complete", (unsigned long long)atomic_load(&w->ctl[w->rank].pscw_done),
+             w->post_expect);
+}
+
+static void describe_lock(const os_wait_site_t *s, char *buf, size_t len)
+{
+    const os_win_t *w = s->obj;
+    int n = describe_window(w, buf, len);
+    if (w->multinode) {
+        snprintf(buf + n, len - (size_t)n, ", lock design %s: waiting for the lock of rank %d "
+                 "(its lock manager's reply or its network lock word)", design_name(w),
+                 s->target);
+        return;
+    }
+    const os_rank_ctl_t *c = &w->ctl[s->target];
+    uint64_t word = atomic_load(&c->lock), holder = atomic_load(&c->lock_holder);
+    uint16_t me = *(const uint16_t *)s->arg;
+    uint16_t wr = os_lock_write_field(word), rd = os_lock_read_field(word);
+    n += snprintf(buf + n, len - (size_t)n, ", ticket %u; serving writer ticket %u, reader "
+                  "ticket %u; next ticket %u", me, wr, rd, os_lock_next_field(word));
+    if (holder)
+        snprintf(buf + n, len - (size_t)n, "; held by rank %d (exclusive)", (int)holder - 1);
+    else if (rd != wr)
+        snprintf(buf + n, len - (size_t)n, "; held shared by %u process(es)",
+                 (unsigned)(uint16_t)(rd - wr));
+}
+
+/* A window spanning nodes: the wait is for replies (or a network lock word). */
+static void describe_remote(const os_wait_site_t *s, char *buf, size_t len)
+{
+    const os_win_t *w = s->obj;
+    int n = describe_window(w, buf, len);
+    if (s->target >= 0)
+        snprintf(buf + n, len - (size_t)n, ", waiting for rank %d's reply (lock design %s)",
+                 s->target, design_name(w));
+    else
+        snprintf(buf + n, len - (size_t)n, ", waiting for replies (lock design %s)",
+                 design_name(w));
+}
+
+#define WAIT_SITE(name, call_, target_, fn, arg_)                                              \
+    os_wait_site_t name = { .call = (call_), .target = (target_), .obj = w,                   \
+                            .describe = (fn), .arg = (arg_) };                                 \
+    os_wait_push(&name)
+
 bool os_win_fence_idle(const os_win_t *w)
 {
     return w->nqueue == 0;
@@ -75,6 +166,7 @@ os_status_t os_win_fence(os_win_t *w, int assert)
                       "were issued in the epoch it closes",
                       (unsigned long long)w->fence_epoch_ops);
     OS_STAT(w, FENCES, 1);
+    WAIT_SITE(site, "MPI_Win_fence", -1, w->multinode ? describe_remote : describe_fence, NULL);
 
     bool sync = !(assert & MPI_MODE_NOPRECEDE);
     /* Queued operations of the epoch this fence closes run after the arrival
@@ -162,6 +254,7 @@ os_status_t os_win_fence(os_win_t *w, int assert)
          * entered this epoch; after NOPRECEDE operations wait for the next. */
         w->fence_immediate = sync && !closes_queued_epoch && !w->cfg.fence_defer;
     }
+    os_wait_pop(&site);
     return st;
 }
 
@@ -224,7 +317,9 @@ os_status_t os_win_start(os_win_t *w, const int *ranks, int n, int assert)
 void os_pscw_await_post(os_win_t *w, int target)
 {
     _Atomic uint64_t *cell = &w->post[(size_t)w->rank * w->post_stride + (size_t)target];
+    WAIT_SITE(site, "a MPI_Win_start epoch", target, describe_post, NULL);
     wait_until_geq(cell, w->post_seen[target] + 1);
+    os_wait_pop(&site);
     w->post_seen[target]++;
     w->tstate[target] = OS_T_PSCW_READY;
 }
@@ -242,7 +337,9 @@ os_status_t os_win_complete(os_win_t *w)
         /* Release: every operation of this epoch is complete before the
          * target's MPI_Win_wait can see the count. */
         if (w->peers[t].access == OS_PEER_REMOTE) {
+            WAIT_SITE(site, "MPI_Win_complete", t, describe_remote, NULL);
             os_status_t s2 = os_remote_complete(w, t);
+            os_wait_pop(&site);
             if (!st)
                 st = s2;
         } else {
@@ -265,7 +362,9 @@ static os_status_t wait_or_test(os_win_t *w, int *flag, const char *call)
         if (!*flag)
             return OS_OK;
     } else {
+        WAIT_SITE(site, call, -1, describe_wait, NULL);
         wait_until_geq(done, n);
+        os_wait_pop(&site);
     }
     /* An origin's complete for the next epoch needs our next post, so the
      * counter cannot run ahead of this subtraction. */
@@ -286,12 +385,15 @@ os_status_t os_win_test(os_win_t *w, int *flag)
 
 /* ------------------------------------------------------------ lock/unlock */
 
-static os_status_t take_lock(os_win_t *w, int target, bool exclusive)
+static os_status_t take_lock(os_win_t *w, int target, bool exclusive, const char *call)
 {
     bool contended = false;
+    uint16_t ticket = 0;
+    WAIT_SITE(site, call, target, describe_lock, &ticket);
     if (w->multinode) {
         /* Every target of a window spanning nodes: the window's lock design. */
         os_status_t st = os_remote_lock(w, target, exclusive, &contended);
+        os_wait_pop(&site);
         OS_STAT(w, LOCK_ACQUIRED, 1);
         if (contended)
             OS_STAT(w, LOCK_CONTENDED, 1);
@@ -299,10 +401,15 @@ static os_status_t take_lock(os_win_t *w, int target, bool exclusive)
         atomic_thread_fence(memory_order_acquire);
         return st;
     }
-    if (exclusive)
-        os_lock_acquire_excl(&w->ctl[target].lock, &contended);
-    else
-        os_lock_acquire_shared(&w->ctl[target].lock, &contended);
+    os_rank_ctl_t *c = &w->ctl[target];
+    ticket = os_lock_ticket(&c->lock);
+    if (exclusive) {
+        os_lock_wait_excl(&c->lock, ticket, &contended);
+        atomic_store_explicit(&c->lock_holder, (uint64_t)w->rank + 1, memory_order_relaxed);
+    } else {
+        os_lock_wait_shared(&c->lock, ticket, &contended);
+    }
+    os_wait_pop(&site);
     OS_STAT(w, LOCK_ACQUIRED, 1);
     if (contended)
         OS_STAT(w, LOCK_CONTENDED, 1);
@@ -314,14 +421,19 @@ static os_status_t drop_lock(os_win_t *w, int target)
     uint8_t s = w->tstate[target];
     /* Release: the epoch's operations are visible before the lock is free. */
     atomic_thread_fence(memory_order_release);
-    if (w->multinode)
-        return (s & OS_T_LOCK_NOCHECK) ? os_remote_flush(w, target)
-                                       : os_remote_unlock(w, target, s == OS_T_LOCK_EXCL);
+    if (w->multinode) {
+        WAIT_SITE(site, "MPI_Win_unlock", target, describe_remote, NULL);
+        os_status_t st = (s & OS_T_LOCK_NOCHECK) ? os_remote_flush(w, target)
+                                                 : os_remote_unlock(w, target, s == OS_T_LOCK_EXCL);
+        os_wait_pop(&site);
+        return st;
+    }
     if (s & OS_T_LOCK_NOCHECK)
         return OS_OK;
-    if (s == OS_T_LOCK_EXCL)
+    if (s == OS_T_LOCK_EXCL) {
+        atomic_store_explicit(&w->ctl[target].lock_holder, 0, memory_order_relaxed);
         os_lock_release_excl(&w->ctl[target].lock);
-    else
+    } else
         os_lock_release_shared(&w->ctl[target].lock);
     return OS_OK;
 }
@@ -343,7 +455,7 @@ os_status_t os_win_lock(os_win_t *w, int exclusive, int target, int assert)
                       target);
     if ((st = leave_fence(w, "MPI_Win_lock")))
         return st;
-    if (!(assert & MPI_MODE_NOCHECK) && (st = take_lock(w, target, exclusive)))
+    if (!(assert & MPI_MODE_NOCHECK) && (st = take_lock(w, target, exclusive, "MPI_Win_lock")))
         return st;
     w->tstate[target] = (uint8_t)((exclusive ? OS_T_LOCK_EXCL : OS_T_LOCK_SHARED) |
                                   ((assert & MPI_MODE_NOCHECK) ? OS_T_LOCK_NOCHECK : 0));
@@ -389,7 +501,7 @@ os_status_t os_win_lock_all(os_win_t *w, int assert)
         return st;
     /* Shared locks in rank order: every lock_all takes them in the same order. */
     for (int t = 0; t < w->nranks; t++) {
-        if (!(assert & MPI_MODE_NOCHECK) && (st = take_lock(w, t, false))) {
+        if (!(assert & MPI_MODE_NOCHECK) && (st = take_lock(w, t, false, "MPI_Win_lock_all"))) {
             /* Give back what was taken; the epoch does not open. */
             while (--t >= 0) {
                 drop_lock(w, t);
@@ -432,8 +544,11 @@ os_status_t os_win_flush(os_win_t *w, int target, bool all)
     }
     /* Operations completed when they were issued, except coalesced
      * accumulates; order them all before what follows. */
+    WAIT_SITE(site, all ? "MPI_Win_flush_all" : "MPI_Win_flush", all ? -1 : target,
+              describe_remote, NULL);
     os_status_t st = os_acc_drain(w, all ? -1 : target);
     os_status_t st2 = os_remote_flush(w, all ? -1 : target);
+    os_wait_pop(&site);
     if (!st)
         st = st2;
     atomic_thread_fence(memory_order_seq_cst);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 os_config_t os_config;
 int os_spin_limit = 2000;
@@ -112,7 +113,39 @@ void os_config_print(FILE *out)
 #undef OS_CONFIG_PRINT
 }
 
-void os_backoff_yield(void)
+_Thread_local const os_wait_site_t *os_wait_top;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void watchdog_report(double waited)
+{
+    char detail[512] = "";
+    const os_wait_site_t *s = os_wait_top;
+    if (s && s->describe)
+        s->describe(s, detail, sizeof detail);
+    char target[32] = "";
+    if (s && s->target >= 0)
+        snprintf(target, sizeof target, " (target %d)", s->target);
+    os_log(0, "watchdog: waited %.1f s in %s%s%s%s; still waiting", waited,
+           s ? s->call : "a wait inside onesided", target, *detail ? ": " : "", detail);
+}
+
+/* The slow path of every waiting loop: the clock is read only here. */
+void os_backoff_yield(os_backoff_t *b)
 {
     sched_yield();
+    if (os_config.watchdog <= 0 || b->reported)
+        return;
+    double now = now_seconds();
+    if (b->since == 0) {
+        b->since = now;
+    } else if (now - b->since > os_config.watchdog) {
+        b->reported = true;
+        watchdog_report(now - b->since);
+    }
 }

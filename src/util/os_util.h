@@ -69,6 +69,10 @@ void os_log_set_rank(int rank);
     X(stats, int, "ONESIDED_STATS", NULL, "0",                                                \
       "Print a statistics report per window at MPI_Finalize: 1 = summed over ranks, "        \
       "2 = also one line per rank.")                                                          \
+    X(watchdog, int, "ONESIDED_WATCHDOG", NULL, "0",                                          \
+      "Seconds after which a wait inside onesided (fence, PSCW, lock, flush, a reply) "     \
+      "prints once what it waits for: the call, window, target, and the lock's tickets, "    \
+      "holder or counters; it then keeps waiting. 0 = off.")                                 \
     X(verbose, int, "ONESIDED_VERBOSE", NULL, "0",                                            \
       "Log level: 0 quiet, 1 warnings, 2 also every error where first seen, 3 debug.")       \
     X(spin_count, int, "ONESIDED_SPIN_COUNT", NULL, "-1",                                     \
@@ -168,9 +172,37 @@ extern int os_spin_limit;
 /* Run on every back-off step when set: the network layer progresses there,
  * so that a process waiting for a counter also serves requests to itself. */
 extern void (*os_backoff_hook)(void);
-typedef struct { unsigned polls; } os_backoff_t;
-#define OS_BACKOFF_INIT { 0 }
-void os_backoff_yield(void);
+typedef struct {
+    unsigned polls;
+    bool reported; /* the watchdog spoke for this wait */
+    double since;  /* when it began to yield (watchdog only) */
+} os_backoff_t;
+#define OS_BACKOFF_INIT { 0, false, 0 }
+void os_backoff_yield(os_backoff_t *b);
+
+/* The hang watchdog (ONESIDED_WATCHDOG=seconds): a wait that has yielded
+ * for longer than that prints, once, what it waits for, then goes on
+ * waiting. A blocking call names its wait with a site, on a stack per
+ * thread (inner waits may name themselves more precisely); describe()
+ * writes the details (ticket numbers, counters, the holder) when asked. */
+typedef struct os_wait_site {
+    const char *call;   /* e.g. "MPI_Win_lock" */
+    int target;         /* the rank waited on, or -1 */
+    const void *obj;    /* what describe() reads (a window) */
+    void (*describe)(const struct os_wait_site *s, char *buf, size_t len);
+    const void *arg;    /* and anything else it needs */
+    const struct os_wait_site *prev;
+} os_wait_site_t;
+extern _Thread_local const os_wait_site_t *os_wait_top;
+static inline void os_wait_push(os_wait_site_t *s)
+{
+    s->prev = os_wait_top;
+    os_wait_top = s;
+}
+static inline void os_wait_pop(const os_wait_site_t *s)
+{
+    os_wait_top = s->prev;
+}
 static inline void os_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -187,7 +219,7 @@ static inline void os_backoff_wait(os_backoff_t *b)
         b->polls++;
         os_cpu_relax();
     } else {
-        os_backoff_yield();
+        os_backoff_yield(b);
     }
 }
 

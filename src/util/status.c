@@ -67,7 +67,8 @@ void os_log(int level, const char *fmt, ...)
 {
     static const char *const tag[] = { "", "warning", "error", "debug" };
     char line[768];
-    int n = snprintf(line, sizeof line, "onesided[%d] %s: ", log_rank, tag[level > 3 ? 3 : level]);
+    const char *t = tag[level > 3 ? 3 : level];
+    int n = snprintf(line, sizeof line, "onesided[%d]%s%s: ", log_rank, *t ? " " : "", t);
     va_list ap;
     va_start(ap, fmt);
     if (n >= 0 && (size_t)n < sizeof line)
