@@ -32,11 +32,6 @@ extern "C" {
  * (no_locks, accumulate_ordering, accumulate_ops, same_size, same_disp_unit,
  * alloc_shared_noncontig). Values are integers; "true"/"false" also work. */
 
-/* Regions attached to a dynamic window that the node's other processes check
- * from shared memory (default 256). A process may attach any number; past
- * this many, the others read its region table with one CMA system call per
- * check (statistic fallback_dyn_table_cma). */
-#define ONESIDED_INFO_DYNAMIC_INLINE_REGIONS "onesided_dynamic_inline_regions"
 /* "1": queue every operation of a fence epoch to the closing fence, as in the
  * MPICH-2 design (paper 003). Default "0": operations run at once when the
  * opening fence synchronized, and are queued only after MPI_MODE_NOPRECEDE. */

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 int os_mpi_error_class(os_status_t st)
 {
@@ -64,6 +65,10 @@ static void die(const char *call, int cls)
     fprintf(stderr, "onesided: fatal error in %s on rank %d: %s\n  %s\n", call, rank,
             os_error_message(), class_name(cls));
     fflush(stderr);
+    /* Hydra kills the job as soon as the abort reaches it, and output still
+     * in its forwarding pipes is lost with it (MPICH's own abort line too):
+     * give the launcher a moment to carry the message out. */
+    usleep(200000);
     PMPI_Abort(MPI_COMM_WORLD, cls);
 }
 

@@ -26,6 +26,7 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
     (void)val;
     (void)extra;
     os_mpi_stats_report();
+    os_shell_finalize();
     if (os_ucx_active()) {
         /* Close the network together: nothing of ours may be in flight when
          * endpoints close, and a close completes only when the peer answers,

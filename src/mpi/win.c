@@ -159,6 +159,11 @@ int MPI_Win_free(MPI_Win *win)
     os_status_t st = os_win_can_free(w);
     if (st)
         return os_mpi_raise_win(handle, "MPI_Win_free", st);
+    /* The host handle outlives the window (it serves the next one): the
+     * program's attributes are deleted now, their callbacks called, as
+     * MPI_Win_free does. */
+    for (int i = 0; i < w->nattr_keys; i++)
+        PMPI_Win_delete_attr(handle, w->attr_keys[i]);
     os_mpi_stats_collect(w, handle);
     os_mpi_win_unregister(w);
     os_win_free(w);
@@ -200,6 +205,41 @@ int MPI_Win_get_attr(MPI_Win win, int keyval, void *attribute_val, int *flag)
     return PMPI_Win_get_attr(win, keyval, attribute_val, flag);
 }
 
+int MPI_Win_set_attr(MPI_Win win, int keyval, void *attribute_val)
+{
+    os_win_t *w = os_mpi_win(win);
+    int rc = PMPI_Win_set_attr(win, keyval, attribute_val);
+    if (rc != MPI_SUCCESS || !w)
+        return rc;
+    /* Remember the keyval, once, for MPI_Win_free. */
+    for (int i = 0; i < w->nattr_keys; i++)
+        if (w->attr_keys[i] == keyval)
+            return rc;
+    if (w->nattr_keys == w->capattr_keys) {
+        int cap = w->capattr_keys ? 2 * w->capattr_keys : 4;
+        int *k = realloc(w->attr_keys, sizeof *k * (size_t)cap);
+        if (!k)
+            return os_mpi_raise_win(win, "MPI_Win_set_attr",
+                                    OS_ERR(OS_ERR_NOMEM, "attribute keys"));
+        w->attr_keys = k;
+        w->capattr_keys = cap;
+    }
+    w->attr_keys[w->nattr_keys++] = keyval;
+    return rc;
+}
+
+int MPI_Win_delete_attr(MPI_Win win, int keyval)
+{
+    os_win_t *w = os_mpi_win(win);
+    int rc = PMPI_Win_delete_attr(win, keyval);
+    for (int i = 0; w && rc == MPI_SUCCESS && i < w->nattr_keys; i++)
+        if (w->attr_keys[i] == keyval) {
+            w->attr_keys[i] = w->attr_keys[--w->nattr_keys];
+            break;
+        }
+    return rc;
+}
+
 static void put_info(const char *key, const char *value, void *ctx)
 {
     PMPI_Info_set(*(MPI_Info *)ctx, key, value);
@@ -234,7 +274,6 @@ int MPI_Win_set_info(MPI_Win win, MPI_Info info)
      * and they were agreed on then: the region tables' layout, the fence
      * choice, the lock design and its policy, direct accumulate and with it
      * the bulk threshold. */
-    cfg.dynamic_inline_regions = w->cfg.dynamic_inline_regions;
     cfg.fence_defer = w->cfg.fence_defer;
     cfg.lock = w->cfg.lock;
     cfg.lock_policy = w->cfg.lock_policy;

@@ -183,6 +183,25 @@ typedef struct {
     os_hmap_t slot_of;      /* element address -> slot + 1, long batches only */
 } os_acc_batch_t;
 
+/* What a window needs besides its memory, kept for the next window created
+ * over the same communicator (shell.c). */
+typedef struct os_shell {
+    MPI_Comm comm;        /* private duplicate of the program's communicator */
+    MPI_Group group;
+    MPI_Comm node;        /* this process's (real or virtual) node within comm */
+    int rank, nranks, node_rank, node_size;
+    int node_first;       /* MPI_COMM_WORLD rank of the node's first process: its name */
+    bool multinode;       /* some process of comm is on another node */
+    bool real_nodes;      /* node is a real one (allocate_shared), not virtual */
+    MPI_Win handle;       /* the host MPI's window handle (a dynamic window) */
+    os_shm_seg_t ctl;     /* the node's control area, laid out as below */
+    size_t ctl_bytes, post_off, post_stride, regions_off;
+    int inline_regions;   /* dynamic-window region copies per process */
+    os_shm_seg_t data;    /* allocate flavors: the node's data, kept for the next window */
+    struct os_comm_cache *cache;
+    struct os_shell *next;
+} os_shell_t;
+
 typedef struct os_win {
     MPI_Win handle;  /* a host-MPI dynamic window: carries errhandler, attributes, name */
     MPI_Comm comm;   /* private duplicate of the creation communicator */
@@ -196,7 +215,7 @@ typedef struct os_win {
     bool noncontig;  /* alloc_shared_noncontig */
 
     os_peer_t *peers;
-    os_shm_seg_t seg;
+    os_shell_t *shell;
     os_node_ctl_t *node;
     os_rank_ctl_t *ctl;     /* [nranks] */
     _Atomic uint64_t *post; /* [nranks][post_stride]: post[o][t] counts posts by t for o */
@@ -245,11 +264,27 @@ typedef struct os_win {
     onesided_win_stats_t stats;
 
     /* front-end data kept with the window */
+    int *attr_keys;      /* keyvals the program set on it: deleted at MPI_Win_free */
+    int nattr_keys, capattr_keys;
     int attr_flavor;     /* storage for MPI_WIN_CREATE_FLAVOR */
     int attr_model;      /* storage for MPI_WIN_MODEL */
 } os_win_t;
 
 #define OS_STAT(w, s, n) ((w)->stats.counter[ONESIDED_STAT_##s] += (n))
+
+/* shell.c */
+/* A shell for a window over comm: one left by a freed window over comm, or a
+ * new one (collective over comm). real_nodes: the node is the real host even
+ * under virtual nodes (MPI_Win_allocate_shared). */
+os_status_t os_shell_get(MPI_Comm comm, bool real_nodes, os_shell_t **out);
+/* Give the host handle the window's hints (collective). */
+os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints);
+/* A data segment of at least `bytes` for the node (collective over it). */
+os_status_t os_shell_data(os_shell_t *s, size_t bytes);
+/* Back to the cache, after the window's final barrier (collective). */
+void os_shell_put(os_shell_t *s);
+/* MPI_Finalize: every cached shell goes (collective). */
+void os_shell_finalize(void);
 
 /* window.c */
 /* The processes of comm on this process's node: real nodes, or virtual nodes

@@ -14,7 +14,6 @@ typedef struct {
     int64_t size;
     int32_t disp_unit;
     int32_t pid;
-    int32_t inline_regions;
     int32_t fence_defer;   /* agreed: the fence's choice must be the same everywhere */
     int32_t region_fd;     /* MPI_Win_create over MPI_Alloc_mem memory: its memfd, else -1 */
     uint64_t region_size;  /* bytes of that region */
@@ -38,21 +37,6 @@ MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size)
     PMPI_Comm_split(phys, wrank / virtual_size, wrank, &node);
     PMPI_Comm_free(&phys);
     return node;
-}
-
-/* Lay the control area out in the segment, in this order:
- * node words | rank control blocks | post matrix | region tables | data. */
-static size_t layout(os_win_t *w, size_t *post_off, size_t *regions_off)
-{
-    size_t off = sizeof(os_node_ctl_t);
-    off = OS_ALIGN_UP(off, OS_CACHELINE) + (size_t)w->nranks * sizeof(os_rank_ctl_t);
-    *post_off = off;
-    /* Row o of the post matrix is read only by origin o: pad rows to lines. */
-    w->post_stride = OS_ALIGN_UP((size_t)w->nranks * sizeof(uint64_t), OS_CACHELINE) / sizeof(uint64_t);
-    off += (size_t)w->nranks * w->post_stride * sizeof(uint64_t);
-    *regions_off = off;
-    off += (size_t)w->nranks * (size_t)w->inline_regions * sizeof(os_region_t);
-    return OS_ALIGN_UP(off, PAGE);
 }
 
 /* MPI_Win_create over memory from MPI_Alloc_mem: map every peer's region so
@@ -89,11 +73,50 @@ static os_status_t map_alloc_mem_peers(os_win_t *w, const peer_info_t *all)
     return OS_OK;
 }
 
+/* MPI_Win_create: whether accumulates into each process take the mutex.
+ * Only where some process of its node reaches its memory by CMA, which
+ * has no atomics. Without MPI_Alloc_mem memory anywhere this follows from
+ * what every process knows (the node of each and the sizes); with some, it
+ * takes the mapping and a vote. */
+static os_status_t create_acc_paths(os_win_t *w, const peer_info_t *all)
+{
+    bool shareable = false;
+    for (int r = 0; r < w->nranks; r++)
+        shareable |= all[r].region_fd >= 0;
+    if (shareable)
+        return map_alloc_mem_peers(w, all);
+    os_hmap_t per_node = { 0 };
+    os_status_t st = OS_OK;
+    for (int r = 0; r < w->nranks && !st; r++) {
+        uintptr_t key = (uintptr_t)all[r].node + 1;
+        st = os_hmap_put(&per_node, key, (char *)os_hmap_get(&per_node, key) + 1);
+    }
+    for (int r = 0; r < w->nranks && !st; r++)
+        w->peers[r].acc_mutex_always =
+            all[r].size > 0 && (uintptr_t)os_hmap_get(&per_node, (uintptr_t)all[r].node + 1) > 1;
+    os_hmap_destroy(&per_node);
+    return st;
+}
+
 static void unmap_peers(os_win_t *w)
 {
     for (int r = 0; w->peers && r < w->nranks; r++)
         if (w->peers[r].map)
             munmap(w->peers[r].map, w->peers[r].map_size);
+}
+
+static void free_parts(os_win_t *w)
+{
+    unmap_peers(w);
+    free(w->peers);
+    free(w->tstate);
+    free(w->post_seen);
+    free(w->start_ranks);
+    free(w->queue);
+    free(w->attr_keys);
+    os_acc_batches_free(w);
+    os_dyn_fini(w);
+    free(w);
 }
 
 os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
@@ -102,34 +125,33 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
 {
     os_status_t st = OS_OK;
     peer_info_t mine, *all = NULL;
-    MPI_Comm node = MPI_COMM_NULL;
-    int node_size, all_local = 0, one_node;
-    size_t post_off, regions_off, ctl_bytes, data_bytes = 0, *data_off = NULL;
+    size_t data_bytes = 0, *data_off = NULL;
+    os_shell_t *sh = NULL;
 
     os_win_t *w = calloc(1, sizeof *w);
     if (!w)
         return OS_ERR(OS_ERR_NOMEM, "window object");
     w->handle = MPI_WIN_NULL;
-    w->comm = MPI_COMM_NULL;
-    w->group = MPI_GROUP_NULL;
     w->flavor = flavor;
     w->cfg = *cfg;
     w->noncontig = noncontig;
     w->size = size;
     w->disp_unit = disp_unit;
-    PMPI_Comm_dup(comm, &w->comm);
-    PMPI_Comm_rank(w->comm, &w->rank);
-    PMPI_Comm_size(w->comm, &w->nranks);
-    PMPI_Comm_group(w->comm, &w->group);
 
-    /* Processes of this (real or virtual) node share a segment; the others
-     * are reached over the network. allocate_shared keeps real nodes: MPI
-     * requires its memory to be shared. */
-    node = os_node_comm(w->comm, flavor == OS_FLAVOR_SHARED ? 0 : os_config.node_size);
-    PMPI_Comm_size(node, &node_size);
-    one_node = node_size == w->nranks;
-    PMPI_Allreduce(&one_node, &all_local, 1, MPI_INT, MPI_LAND, w->comm);
-    w->multinode = !all_local;
+    /* Processes of this (real or virtual) node share the control area and,
+     * for allocated windows, the data; the others are reached over the
+     * network. allocate_shared keeps real nodes: MPI requires its memory to
+     * be shared. */
+    if ((st = os_shell_get(comm, flavor == OS_FLAVOR_SHARED, &sh)))
+        goto fail;
+    w->shell = sh;
+    w->comm = sh->comm;
+    w->group = sh->group;
+    w->handle = sh->handle;
+    w->rank = sh->rank;
+    w->nranks = sh->nranks;
+    w->multinode = sh->multinode;
+    w->inline_regions = flavor == OS_FLAVOR_DYNAMIC ? sh->inline_regions : 0;
     if (w->multinode && flavor == OS_FLAVOR_SHARED) {
         st = OS_ERR(OS_ERR_SHARED, "MPI_Win_allocate_shared over processes of different nodes");
         goto fail;
@@ -140,15 +162,12 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
         goto fail;
     }
 
-    int world_rank, node_first;
+    int world_rank;
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    node_first = world_rank;
-    PMPI_Bcast(&node_first, 1, MPI_INT, 0, node);
     mine = (peer_info_t){ .base = (uint64_t)(uintptr_t)base, .size = size,
                           .disp_unit = disp_unit, .pid = (int32_t)getpid(),
-                          .inline_regions = cfg->dynamic_inline_regions,
                           .fence_defer = cfg->fence_defer, .region_fd = -1,
-                          .world = world_rank, .node = node_first, .lock = cfg->lock,
+                          .world = world_rank, .node = sh->node_first, .lock = cfg->lock,
                           .lock_policy = cfg->lock_policy, .lock_streak = cfg->lock_streak,
                           .acc_direct = cfg->acc_direct };
     if (flavor == OS_FLAVOR_CREATE && size > 0) {
@@ -169,10 +188,10 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
         st = OS_ERR(OS_ERR_NOMEM, "window of %d processes", w->nranks);
         goto fail;
     }
+    /* Everything the window needs from the others, in one collective. */
     PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, w->comm);
 
-    /* Agreed values: every process must make the same choice. The region
-     * table copies must be laid out alike: the largest request wins. */
+    /* Agreed values: every process must make the same choice. */
     for (int r = 0; r < w->nranks; r++) {
         if (all[r].fence_defer)
             w->cfg.fence_defer = 1;
@@ -193,15 +212,15 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
         w->cfg.acc_bulk_min = 0;
     else
         w->cfg.acc_direct = 0;
-    w->inline_regions = 0;
-    if (flavor == OS_FLAVOR_DYNAMIC) {
-        for (int r = 0; r < w->nranks; r++)
-            if (all[r].inline_regions > w->inline_regions)
-                w->inline_regions = all[r].inline_regions;
-        if ((st = os_dyn_init(w)))
-            goto fail;
-    }
-    ctl_bytes = layout(w, &post_off, &regions_off);
+    if (flavor == OS_FLAVOR_DYNAMIC && (st = os_dyn_init(w)))
+        goto fail;
+
+    char *ctl = sh->ctl.addr;
+    w->node = (os_node_ctl_t *)ctl;
+    w->ctl = (os_rank_ctl_t *)(ctl + OS_ALIGN_UP(sizeof(os_node_ctl_t), OS_CACHELINE));
+    w->post = (_Atomic uint64_t *)(ctl + sh->post_off);
+    w->post_stride = sh->post_stride;
+    w->regions = (os_region_t *)(ctl + sh->regions_off);
 
     if (flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED) {
         /* allocate_shared is contiguous across ranks unless asked otherwise,
@@ -215,15 +234,9 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
             if (pad)
                 data_bytes = OS_ALIGN_UP(data_bytes, PAGE);
         }
+        if ((st = os_shell_data(sh, data_bytes)))
+            goto fail;
     }
-    st = os_shm_create(node, ctl_bytes + data_bytes, &w->seg);
-    if (st)
-        goto fail;
-    char *seg = w->seg.addr;
-    w->node = (os_node_ctl_t *)seg;
-    w->ctl = (os_rank_ctl_t *)(seg + OS_ALIGN_UP(sizeof(os_node_ctl_t), OS_CACHELINE));
-    w->post = (_Atomic uint64_t *)(seg + post_off);
-    w->regions = (os_region_t *)(seg + regions_off);
 
     for (int r = 0; r < w->nranks; r++) {
         os_peer_t *p = &w->peers[r];
@@ -238,7 +251,7 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
         switch (flavor) {
         case OS_FLAVOR_ALLOCATE:
         case OS_FLAVOR_SHARED:
-            p->base = seg + ctl_bytes + data_off[r];
+            p->base = (char *)sh->data.addr + data_off[r];
             p->access = OS_PEER_DIRECT;
             break;
         case OS_FLAVOR_CREATE:
@@ -246,13 +259,18 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
             /* User memory: mapped only in its owner. */
             p->base = r == w->rank ? (char *)base : (char *)(uintptr_t)all[r].base;
             p->access = r == w->rank ? OS_PEER_DIRECT : OS_PEER_CMA;
-            p->acc_mutex_always = w->nranks > 1;
-            if (flavor == OS_FLAVOR_DYNAMIC)
+            if (flavor == OS_FLAVOR_DYNAMIC) {
+                p->acc_mutex_always = w->nranks > 1;
                 p->base = NULL; /* displacements are absolute addresses */
+            }
             break;
         }
     }
-    if (flavor == OS_FLAVOR_CREATE && (st = map_alloc_mem_peers(w, all)))
+    /* A data segment left by an earlier window holds its data: this
+     * process's part starts zeroed, as a new segment would. */
+    if ((flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED) && size > 0)
+        memset(w->peers[w->rank].base, 0, (size_t)size);
+    if (flavor == OS_FLAVOR_CREATE && (st = create_acc_paths(w, all)))
         goto fail;
     if (w->multinode &&
         (st = os_remote_win_setup(w, w->peers[w->rank].base,
@@ -272,39 +290,23 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
         w->base = w->size ? w->peers[w->rank].base : NULL;
     else
         w->base = base;
-
-    /* The host MPI's window is only a handle; a dynamic one costs no memory.
-     * It keeps the hints, so MPI_Win_get_info reports them as the host does. */
-    if (PMPI_Win_create_dynamic(hints, w->comm, &w->handle) != MPI_SUCCESS) {
-        st = OS_ERR(OS_ERR_OTHER, "the host MPI could not create a window handle");
+    /* The host handle keeps the hints, so MPI_Win_get_info reports them as
+     * the host does. */
+    if ((st = os_shell_set_hints(sh, hints)))
         goto fail;
-    }
     free(all);
     free(data_off);
-    PMPI_Comm_free(&node);
     *out = w;
     return OS_OK;
 
 fail:
     free(all);
     free(data_off);
-    if (node != MPI_COMM_NULL)
-        PMPI_Comm_free(&node);
     if (w->multinode)
         os_remote_win_teardown(w);
-    unmap_peers(w);
-    os_shm_destroy(&w->seg);
-    if (w->group != MPI_GROUP_NULL)
-        PMPI_Group_free(&w->group);
-    if (w->comm != MPI_COMM_NULL)
-        PMPI_Comm_free(&w->comm);
-    free(w->peers);
-    free(w->tstate);
-    free(w->post_seen);
-    free(w->start_ranks);
-    os_acc_batches_free(w);
-    os_dyn_fini(w);
-    free(w);
+    if (sh)
+        os_shell_put(sh);
+    free_parts(w);
     return st;
 }
 
@@ -327,23 +329,14 @@ os_status_t os_win_free(os_win_t *w)
     os_status_t st = os_win_can_free(w);
     if (st)
         return st;
-    /* No process may leave while another may still touch its memory. */
+    /* No process may leave while another may still touch its memory, and
+     * the shell's control area is cleared for the next window only after
+     * every process has left this one. */
     PMPI_Barrier(w->comm);
     if (w->multinode)
         os_remote_win_teardown(w);
-    unmap_peers(w);
-    os_shm_destroy(&w->seg);
-    PMPI_Win_free(&w->handle);
-    PMPI_Group_free(&w->group);
-    PMPI_Comm_free(&w->comm);
-    free(w->peers);
-    free(w->tstate);
-    free(w->post_seen);
-    free(w->start_ranks);
-    free(w->queue);
-    os_acc_batches_free(w);
-    os_dyn_fini(w);
-    free(w);
+    os_shell_put(w->shell);
+    free_parts(w);
     return OS_OK;
 }
 

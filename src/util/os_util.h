@@ -78,11 +78,11 @@ void os_log_set_rank(int rank);
     X(spin_count, int, "ONESIDED_SPIN_COUNT", NULL, "-1",                                     \
       "Polls of a waiting loop before it yields the core on every further poll. "            \
       "-1 = automatic: 2000 when the node has a core per process, 16 when oversubscribed.")  \
-    X(dynamic_inline_regions, int, "ONESIDED_DYNAMIC_INLINE_REGIONS",                         \
-      "onesided_dynamic_inline_regions", "256",                                               \
+    X(dynamic_inline_regions, int, "ONESIDED_DYNAMIC_INLINE_REGIONS", NULL, "256",            \
       "Regions attached to a dynamic window that the node's origins check from shared "       \
       "memory; a process may attach any number, and beyond this many the others read its "  \
-      "table by CMA (stat fallback_dyn_table_cma). Agreed at creation (largest wins).")     \
+      "table by CMA (stat fallback_dyn_table_cma). The control area of a communicator's "   \
+      "windows is laid out once, with the largest value any process gives.")               \
     X(fence_defer, int, "ONESIDED_FENCE_DEFER", "onesided_fence_defer", "0",                  \
       "1 = queue every operation of a fence epoch to the closing fence (paper 003); "        \
       "0 = do operations at once when the opening fence synchronized and closed an epoch "   \

@@ -22,8 +22,8 @@ int main(void)
     CHECK(os_config.spin_count == -1, "malformed value falls back to the default");
     CHECK(os_config.dynamic_inline_regions == 256, "default");
     os_config_t cfg = os_config;
-    CHECK(os_config_apply_info(&cfg, "onesided_dynamic_inline_regions", "8") == OS_OK &&
-          cfg.dynamic_inline_regions == 8, "info key");
+    CHECK(os_config_apply_info(&cfg, "onesided_acc_coalesce_max", "8") == OS_OK &&
+          cfg.acc_coalesce_max == 8, "info key");
     CHECK(os_config_apply_info(&cfg, "onesided_fence_defer", "false") == OS_OK &&
           cfg.fence_defer == 0, "boolean spelled out");
     CHECK(os_config_apply_info(&cfg, "onesided_fence_defer", "maybe") == OS_ERR_INFO,

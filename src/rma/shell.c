@@ -1,0 +1,272 @@
+/* Window shells: what a window needs that does not depend on its memory,
+ * kept when the window is freed and given to the next window created over
+ * the same communicator.
+ *
+ * A shell holds the private duplicate of the program's communicator, its
+ * group, the node communicator, the host MPI's window handle (which carries
+ * the error handler, name, attributes and info) and the node's control
+ * area (lock words, fence and PSCW counters, region tables), plus the data
+ * segment of the last MPI_Win_allocate window. Building one costs about ten
+ * host collectives and a dozen system calls; reusing one costs none, so a
+ * program that creates a window per object pays creation once.
+ *
+ * Shells are cached per communicator, through an attribute on the
+ * program's communicator (not copied by MPI_Comm_dup). Every decision here
+ * (reuse or build, keep or drop a segment) depends only on what all
+ * processes of the communicator share, the order of collective window
+ * creations and frees on it, so they all take the same shell: the
+ * collectives a shell's handle and communicators take part in stay matched.
+ * The caches are emptied when the program frees the communicator, and all
+ * of them at MPI_Finalize.
+ */
+#include "os_rma.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE 4096
+/* A freed window's data segment is kept for the next window up to this size. */
+#define KEEP_DATA_MAX ((size_t)64 << 20)
+
+typedef struct os_comm_cache {
+    os_shell_t *idle[2];        /* [real_nodes]: shells ready for the next window */
+    bool comm_gone;             /* the program freed the communicator */
+    int live;                   /* shells in use by windows */
+    struct os_comm_cache *next; /* every cache, in creation order */
+} os_comm_cache_t;
+
+static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
+static os_comm_cache_t *caches;
+static int cache_keyval = MPI_KEYVAL_INVALID;
+/* The host MPI's info for a window handle created without hints. */
+static MPI_Info pristine = MPI_INFO_NULL;
+
+static void shell_destroy(os_shell_t *s)
+{
+    os_shm_destroy(&s->ctl);
+    os_shm_destroy(&s->data);
+    if (s->handle != MPI_WIN_NULL)
+        PMPI_Win_free(&s->handle);
+    if (s->node != MPI_COMM_NULL)
+        PMPI_Comm_free(&s->node);
+    if (s->group != MPI_GROUP_NULL)
+        PMPI_Group_free(&s->group);
+    if (s->comm != MPI_COMM_NULL)
+        PMPI_Comm_free(&s->comm);
+    free(s);
+}
+
+/* Collective over the communicator: the shells of every cache go in the
+ * same order everywhere. */
+static void cache_empty(os_comm_cache_t *c)
+{
+    for (int k = 0; k < 2; k++)
+        while (c->idle[k]) {
+            os_shell_t *s = c->idle[k];
+            c->idle[k] = s->next;
+            shell_destroy(s);
+        }
+}
+
+static void cache_unlink(os_comm_cache_t *c)
+{
+    pthread_mutex_lock(&caches_lock);
+    for (os_comm_cache_t **p = &caches; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    pthread_mutex_unlock(&caches_lock);
+    free(c);
+}
+
+/* The program frees its communicator (MPI_Comm_free is collective). */
+static int cache_delete(MPI_Comm comm, int keyval, void *val, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    (void)extra;
+    os_comm_cache_t *c = val;
+    cache_empty(c);
+    c->comm_gone = true;
+    if (!c->live)
+        cache_unlink(c);
+    return MPI_SUCCESS;
+}
+
+void os_shell_finalize(void)
+{
+    /* Every process runs this at MPI_Finalize, over the caches in the
+     * order they were made: the handles' collective frees stay matched. */
+    for (os_comm_cache_t *c = caches; c; c = c->next)
+        cache_empty(c);
+    if (pristine != MPI_INFO_NULL)
+        PMPI_Info_free(&pristine);
+}
+
+static os_comm_cache_t *cache_of(MPI_Comm comm)
+{
+    int flag = 0;
+    os_comm_cache_t *c = NULL;
+    if (cache_keyval == MPI_KEYVAL_INVALID)
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, cache_delete, &cache_keyval, NULL);
+    PMPI_Comm_get_attr(comm, cache_keyval, &c, &flag);
+    if (flag)
+        return c;
+    if (!(c = calloc(1, sizeof *c)))
+        return NULL;
+    PMPI_Comm_set_attr(comm, cache_keyval, c);
+    pthread_mutex_lock(&caches_lock);
+    os_comm_cache_t **p = &caches;
+    while (*p)
+        p = &(*p)->next;
+    *p = c;
+    pthread_mutex_unlock(&caches_lock);
+    return c;
+}
+
+/* Lay the control area out, in this order:
+ * node words | rank control blocks | post matrix | region tables. */
+static void layout(os_shell_t *s)
+{
+    size_t off = sizeof(os_node_ctl_t);
+    off = OS_ALIGN_UP(off, OS_CACHELINE) + (size_t)s->nranks * sizeof(os_rank_ctl_t);
+    s->post_off = off;
+    /* Row o of the post matrix is read only by origin o: pad rows to lines. */
+    s->post_stride = OS_ALIGN_UP((size_t)s->nranks * sizeof(uint64_t), OS_CACHELINE) /
+                     sizeof(uint64_t);
+    off += (size_t)s->nranks * s->post_stride * sizeof(uint64_t);
+    s->regions_off = off;
+    off += (size_t)s->nranks * (size_t)s->inline_regions * sizeof(os_region_t);
+    s->ctl_bytes = OS_ALIGN_UP(off, PAGE);
+}
+
+static os_status_t shell_build(MPI_Comm comm, bool real_nodes, os_shell_t **out)
+{
+    os_status_t st = OS_OK;
+    os_shell_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return OS_ERR(OS_ERR_NOMEM, "window shell");
+    s->comm = s->node = MPI_COMM_NULL;
+    s->group = MPI_GROUP_NULL;
+    s->handle = MPI_WIN_NULL;
+    s->real_nodes = real_nodes;
+    PMPI_Comm_dup(comm, &s->comm);
+    PMPI_Comm_rank(s->comm, &s->rank);
+    PMPI_Comm_size(s->comm, &s->nranks);
+    PMPI_Comm_group(s->comm, &s->group);
+    s->node = os_node_comm(s->comm, real_nodes ? 0 : os_config.node_size);
+    PMPI_Comm_rank(s->node, &s->node_rank);
+    PMPI_Comm_size(s->node, &s->node_size);
+    /* What every process must agree on, in one reduction: whether some
+     * process is on another node, and the region-table layout. */
+    int mine[2] = { s->node_size == s->nranks ? 0 : 1, os_config.dynamic_inline_regions };
+    PMPI_Allreduce(MPI_IN_PLACE, mine, 2, MPI_INT, MPI_MAX, s->comm);
+    s->multinode = mine[0];
+    s->inline_regions = mine[1] > 0 ? mine[1] : 0;
+    int world;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world);
+    s->node_first = world;
+    PMPI_Bcast(&s->node_first, 1, MPI_INT, 0, s->node);
+    layout(s);
+    if ((st = os_shm_create(s->node, s->ctl_bytes, &s->ctl)))
+        goto fail;
+    /* The host MPI's window is only a handle; a dynamic one costs no memory.
+     * Made without hints: each window sets its own (os_shell_set_hints). */
+    if (PMPI_Win_create_dynamic(MPI_INFO_NULL, s->comm, &s->handle) != MPI_SUCCESS) {
+        st = OS_ERR(OS_ERR_OTHER, "the host MPI could not create a window handle");
+        goto fail;
+    }
+    if (pristine == MPI_INFO_NULL)
+        PMPI_Win_get_info(s->handle, &pristine);
+    *out = s;
+    return OS_OK;
+fail:
+    shell_destroy(s);
+    return st;
+}
+
+os_status_t os_shell_get(MPI_Comm comm, bool real_nodes, os_shell_t **out)
+{
+    os_comm_cache_t *c = cache_of(comm);
+    if (!c)
+        return OS_ERR(OS_ERR_NOMEM, "window shell cache");
+    os_shell_t *s = c->idle[real_nodes];
+    if (s) {
+        c->idle[real_nodes] = s->next;
+        /* Reused: the previous window's counters and lock words go back to
+         * zero. Every process of the node has passed that window's final
+         * barrier, and none touches this area before the next collective
+         * (the creating allgather), so the node's first process clears it. */
+        if (s->node_rank == 0)
+            memset(s->ctl.addr, 0, s->ctl_bytes);
+    } else {
+        os_status_t st = shell_build(comm, real_nodes, &s);
+        if (st)
+            return st;
+    }
+    s->cache = c;
+    s->next = NULL;
+    c->live++;
+    *out = s;
+    return OS_OK;
+}
+
+os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints)
+{
+    /* From the host's defaults, so nothing of the previous window's hints
+     * stays. MPI_Win_set_info is collective: every window calls it. */
+    MPI_Info all;
+    int n = 0;
+    char key[MPI_MAX_INFO_KEY + 1];
+    PMPI_Info_dup(pristine, &all);
+    if (hints != MPI_INFO_NULL)
+        PMPI_Info_get_nkeys(hints, &n);
+    for (int i = 0; i < n; i++) {
+        int len, flag;
+        PMPI_Info_get_nthkey(hints, i, key);
+        PMPI_Info_get_valuelen(hints, key, &len, &flag);
+        char *val = malloc((size_t)len + 1);
+        if (!val) {
+            PMPI_Info_free(&all);
+            return OS_ERR(OS_ERR_NOMEM, "info value");
+        }
+        PMPI_Info_get(hints, key, len, val, &flag);
+        PMPI_Info_set(all, key, val);
+        free(val);
+    }
+    int rc = PMPI_Win_set_info(s->handle, all);
+    PMPI_Info_free(&all);
+    return rc == MPI_SUCCESS ? OS_OK
+                             : OS_ERR(OS_ERR_INFO, "the host MPI refused the window's hints");
+}
+
+os_status_t os_shell_data(os_shell_t *s, size_t bytes)
+{
+    /* Collective over the node; `bytes` is the same in all its processes. */
+    if (bytes <= s->data.size)
+        return OS_OK;
+    os_shm_destroy(&s->data);
+    return os_shm_create(s->node, OS_ALIGN_UP(bytes, PAGE), &s->data);
+}
+
+void os_shell_put(os_shell_t *s)
+{
+    os_comm_cache_t *c = s->cache;
+    /* The handle forgets the window: name and error handler as new (its
+     * attributes were deleted by MPI_Win_free, its info is reset by the
+     * next window). */
+    PMPI_Win_set_name(s->handle, "");
+    PMPI_Win_set_errhandler(s->handle, MPI_ERRORS_ARE_FATAL);
+    if (s->data.size > KEEP_DATA_MAX)
+        os_shm_destroy(&s->data);
+    c->live--;
+    if (c->comm_gone) {
+        shell_destroy(s);
+        if (!c->live)
+            cache_unlink(c);
+        return;
+    }
+    s->next = c->idle[s->real_nodes];
+    c->idle[s->real_nodes] = s;
+}
