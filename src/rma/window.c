@@ -18,6 +18,7 @@ typedef struct {
     int32_t region_fd;     /* MPI_Win_create over MPI_Alloc_mem memory: its memfd, else -1 */
     uint64_t region_size;  /* bytes of that region */
     uint64_t region_off;   /* where the window starts in it */
+    uint64_t region_id;    /* and its unique id (the key of peers' cached mappings) */
     int32_t world;         /* MPI_COMM_WORLD rank */
     int32_t node;          /* world rank of the first process of its (virtual) node */
     int32_t lock, lock_policy, lock_streak; /* agreed: every locker must use one design */
@@ -54,7 +55,8 @@ static os_status_t map_alloc_mem_peers(os_win_t *w, const peer_info_t *all)
         mapped[r] = r == w->rank || p->size == 0 || p->access == OS_PEER_REMOTE;
         if (mapped[r] || all[r].region_fd < 0)
             continue;
-        char *m = os_shm_region_map_peer(p->pid, all[r].region_fd, all[r].region_size);
+        char *m = os_shm_region_map_peer(p->pid, all[r].region_fd, all[r].region_size,
+                                         all[r].region_id);
         if (!m) {
             OS_DEBUG("rank %d: cannot map the MPI_Alloc_mem region of rank %d, using CMA",
                      w->rank, r);
@@ -102,7 +104,7 @@ static void unmap_peers(os_win_t *w)
 {
     for (int r = 0; w->peers && r < w->nranks; r++)
         if (w->peers[r].map)
-            munmap(w->peers[r].map, w->peers[r].map_size);
+            os_shm_region_unmap_peer(w->peers[r].map, w->peers[r].map_size);
 }
 
 static void free_parts(os_win_t *w)
@@ -176,6 +178,7 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
             mine.region_fd = reg.fd;
             mine.region_size = reg.size;
             mine.region_off = (uint64_t)((char *)base - reg.base);
+            mine.region_id = reg.id;
         }
     }
     all = malloc((size_t)w->nranks * sizeof *all);

@@ -31,17 +31,23 @@ typedef struct {
     char *base;
     size_t size; /* mapped bytes, a whole number of pages */
     int fd;
+    uint64_t id; /* unique to this region in this process's life: a peer's cache key */
 } os_shm_region_t;
 
-/* A zero-filled region of at least `size` bytes, or NULL (errno set) when the
- * limit of live regions is reached or the system refuses. */
+/* A region of at least `size` bytes, or NULL (errno set) when the limit of
+ * regions (live and spare: each holds a descriptor) is reached or the system
+ * refuses. Like malloc, it is not zeroed when it reuses a freed region. */
 void *os_shm_region_alloc(size_t size, int max_live);
-/* Release a region; false when `base` is not the start of one. */
+/* Release a region; false when `base` is not the start of one. A few freed
+ * regions are kept as spares for the next allocations of their size. */
 bool os_shm_region_free(void *base);
 /* Copy out the region holding [addr, addr+len); false when there is none. */
 bool os_shm_region_find(const void *addr, size_t len, os_shm_region_t *out);
-/* Map another process's region; NULL when it cannot be opened. */
-void *os_shm_region_map_peer(pid_t pid, int fd, size_t size);
+/* Map another process's region (descriptor fd, unique id); NULL when it
+ * cannot be opened. Mappings are cached by (pid, id) and reused by the next
+ * window over the same region; give each back with os_shm_region_unmap_peer. */
+void *os_shm_region_map_peer(pid_t pid, int fd, size_t size, uint64_t id);
+void os_shm_region_unmap_peer(void *addr, size_t size);
 
 /* Allow other processes of the same user to use CMA on this one, where a Yama
  * policy would otherwise restrict it to descendants. */

@@ -9,21 +9,39 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Live regions: few and long-lived (window memory), so a list will do. */
 static os_shm_region_t *regions;
 static size_t nregions, capregions;
+/* Freed regions kept for reuse: a program that allocates window memory per
+ * object frees and allocates the same sizes again, and a new memfd costs
+ * three system calls and page faults on first touch. */
+enum { SPARES_MAX = 128 };
+#define SPARE_BYTES_MAX ((size_t)64 << 20)
+static os_shm_region_t spares[SPARES_MAX];
+static size_t nspares, spare_bytes;
+static uint64_t next_id;
 static pthread_mutex_t regions_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void region_close(os_shm_region_t *r)
+{
+    munmap(r->base, r->size);
+    close(r->fd);
+}
+
+static void spare_take(size_t i, os_shm_region_t *out)
+{
+    *out = spares[i];
+    spare_bytes -= spares[i].size;
+    spares[i] = spares[--nspares];
+}
 
 static void *region_alloc_locked(size_t size, int max_live)
 {
     long page = sysconf(_SC_PAGESIZE);
     size_t bytes = OS_ALIGN_UP(size ? size : 1, (size_t)page);
-    if ((int)nregions >= max_live) {
-        errno = EMFILE;
-        return NULL;
-    }
     if (nregions == capregions) {
         size_t cap = capregions ? 2 * capregions : 16;
         os_shm_region_t *r = realloc(regions, cap * sizeof *r);
@@ -31,6 +49,26 @@ static void *region_alloc_locked(size_t size, int max_live)
             return NULL;
         regions = r;
         capregions = cap;
+    }
+    /* The smallest spare that fits without wasting more than its size. */
+    size_t best = nspares;
+    for (size_t i = 0; i < nspares; i++)
+        if (spares[i].size >= bytes && spares[i].size <= 2 * bytes &&
+            (best == nspares || spares[i].size < spares[best].size))
+            best = i;
+    if (best < nspares) {
+        spare_take(best, &regions[nregions]);
+        return regions[nregions++].base;
+    }
+    /* Spares give their descriptors back before the limit refuses. */
+    while ((int)(nregions + nspares) >= max_live && nspares) {
+        os_shm_region_t gone;
+        spare_take(0, &gone);
+        region_close(&gone);
+    }
+    if ((int)nregions >= max_live) {
+        errno = EMFILE;
+        return NULL;
     }
     int fd = memfd_create("onesided-alloc-mem", MFD_CLOEXEC);
     if (fd < 0)
@@ -44,7 +82,14 @@ static void *region_alloc_locked(size_t size, int max_live)
         errno = e;
         return NULL;
     }
-    regions[nregions++] = (os_shm_region_t){ addr, bytes, fd };
+    /* Unique across processes that may reuse this pid: a peer's cached
+     * mapping of (pid, id) must never stand for another region. */
+    if (!next_id) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        next_id = ((uint64_t)ts.tv_sec << 30 ^ (uint64_t)ts.tv_nsec) << 16;
+    }
+    regions[nregions++] = (os_shm_region_t){ addr, bytes, fd, ++next_id };
     return addr;
 }
 
@@ -59,7 +104,7 @@ void *os_shm_region_alloc(size_t size, int max_live)
 bool os_shm_region_free(void *base)
 {
     os_shm_region_t gone = { 0 };
-    bool found = false;
+    bool found = false, keep = false;
     pthread_mutex_lock(&regions_lock);
     for (size_t i = 0; i < nregions && !found; i++) {
         if (regions[i].base == base) {
@@ -69,11 +114,14 @@ bool os_shm_region_free(void *base)
             found = true;
         }
     }
-    pthread_mutex_unlock(&regions_lock);
-    if (found) {
-        munmap(gone.base, gone.size);
-        close(gone.fd);
+    if (found && nspares < SPARES_MAX && spare_bytes + gone.size <= SPARE_BYTES_MAX) {
+        spares[nspares++] = gone;
+        spare_bytes += gone.size;
+        keep = true;
     }
+    pthread_mutex_unlock(&regions_lock);
+    if (found && !keep)
+        region_close(&gone);
     return found;
 }
 
@@ -93,15 +141,76 @@ bool os_shm_region_find(const void *addr, size_t len, os_shm_region_t *out)
     return found;
 }
 
-void *os_shm_region_map_peer(pid_t pid, int fd, size_t size)
+/* Mappings of other processes' regions, kept after their window is freed:
+ * mapping costs an open of /proc/<pid>/fd/<fd> and an mmap, and programs
+ * create windows over the same MPI_Alloc_mem memory again and again. A
+ * cached mapping of a region its owner has since closed only keeps that
+ * memory alive; ids are never reused, so it is never handed out again. */
+enum { PEER_MAPS = 256 };
+static struct {
+    pid_t pid;
+    uint64_t id;
+    size_t size;
+    void *addr;
+    int refs;
+    uint64_t used; /* for eviction: the least recently used goes first */
+} peer_maps[PEER_MAPS];
+static uint64_t peer_clock;
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void *os_shm_region_map_peer(pid_t pid, int fd, size_t size, uint64_t id)
 {
+    void *addr = NULL;
+    pthread_mutex_lock(&peer_lock);
+    for (int i = 0; i < PEER_MAPS && !addr; i++)
+        if (peer_maps[i].addr && peer_maps[i].pid == pid && peer_maps[i].id == id &&
+            peer_maps[i].size == size) {
+            peer_maps[i].refs++;
+            peer_maps[i].used = ++peer_clock;
+            addr = peer_maps[i].addr;
+        }
+    pthread_mutex_unlock(&peer_lock);
+    if (addr)
+        return addr;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
     int my = open(path, O_RDWR | O_CLOEXEC);
     if (my < 0)
         return NULL;
-    void *addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, my, 0);
+    addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, my, 0);
     close(my); /* the mapping keeps the memory */
-    return addr == MAP_FAILED ? NULL : addr;
+    if (addr == MAP_FAILED)
+        return NULL;
+    pthread_mutex_lock(&peer_lock);
+    int slot = -1;
+    for (int i = 0; i < PEER_MAPS; i++)
+        if (!peer_maps[i].refs && (slot < 0 || !peer_maps[i].addr ||
+                                   (peer_maps[slot].addr && peer_maps[i].used < peer_maps[slot].used)))
+            slot = i;
+    if (slot >= 0) {
+        if (peer_maps[slot].addr)
+            munmap(peer_maps[slot].addr, peer_maps[slot].size);
+        peer_maps[slot].pid = pid;
+        peer_maps[slot].id = id;
+        peer_maps[slot].size = size;
+        peer_maps[slot].addr = addr;
+        peer_maps[slot].refs = 1;
+        peer_maps[slot].used = ++peer_clock;
+    }
+    pthread_mutex_unlock(&peer_lock);
+    return addr; /* uncached when every slot is in use: unmapped when given back */
 }
 
+void os_shm_region_unmap_peer(void *addr, size_t size)
+{
+    bool cached = false;
+    pthread_mutex_lock(&peer_lock);
+    for (int i = 0; i < PEER_MAPS && !cached; i++)
+        if (peer_maps[i].addr == addr && peer_maps[i].refs > 0) {
+            peer_maps[i].refs--;
+            cached = true;
+        }
+    pthread_mutex_unlock(&peer_lock);
+    if (!cached)
+        munmap(addr, size);
+}
