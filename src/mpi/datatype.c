@@ -2,12 +2,28 @@
  * at init; derived types are decoded once through MPI_Type_get_envelope and
  * MPI_Type_get_contents and cached, and an attribute's delete callback drops
  * the cache entry when the program frees the type (handles are reused). */
+#define _GNU_SOURCE /* PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP */
 #include "os_mpi.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static os_hmap_t types; /* handle -> os_dtype_t* (predefined and cached) */
+/* Under MPI_THREAD_MULTIPLE: the cache changes under this lock. Recursive,
+ * because freeing a type while decoding may call cache_delete. */
+static pthread_mutex_t types_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+static void types_lock_take(void)
+{
+    if (os_threaded)
+        pthread_mutex_lock(&types_lock);
+}
+
+static void types_lock_give(void)
+{
+    if (os_threaded)
+        pthread_mutex_unlock(&types_lock);
+}
 static int cache_keyval = MPI_KEYVAL_INVALID;
 
 static uintptr_t key_of(MPI_Datatype dt)
@@ -155,7 +171,9 @@ static int cache_delete(MPI_Datatype dt, int keyval, void *val, void *extra)
 {
     (void)keyval;
     (void)extra;
+    types_lock_take();
     os_dtype_t *t = os_hmap_del(&types, key_of(dt));
+    types_lock_give();
     os_dtype_release(t ? t : val);
     return MPI_SUCCESS;
 }
@@ -405,26 +423,30 @@ out:
 
 os_status_t os_mpi_dtype(MPI_Datatype dt, os_dtype_t **out)
 {
+    os_status_t st = OS_OK;
+    types_lock_take();
     os_dtype_t *t = os_hmap_get(&types, key_of(dt));
-    if (t) {
-        *out = t;
-        return OS_OK;
+    if (t)
+        goto out;
+    if (dt == MPI_DATATYPE_NULL) {
+        st = OS_ERR(OS_ERR_TYPE, "MPI_DATATYPE_NULL");
+        goto out;
     }
-    if (dt == MPI_DATATYPE_NULL)
-        return OS_ERR(OS_ERR_TYPE, "MPI_DATATYPE_NULL");
-    os_status_t st = decode(dt, &t);
-    if (st)
-        return st;
+    if ((st = decode(dt, &t)))
+        goto out;
     if (cache_keyval == MPI_KEYVAL_INVALID)
         PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, cache_delete, &cache_keyval, NULL);
     if ((st = os_hmap_put(&types, key_of(dt), t))) {
         os_dtype_release(t);
-        return st;
+        goto out;
     }
     /* The cache holds this reference until the program frees the type. */
     PMPI_Type_set_attr(dt, cache_keyval, t);
-    *out = t;
-    return OS_OK;
+out:
+    types_lock_give();
+    if (!st)
+        *out = t;
+    return st;
 }
 
 int os_mpi_op(MPI_Op op)

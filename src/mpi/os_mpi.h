@@ -15,6 +15,29 @@ void os_mpi_init(void);
 
 /* Window handle -> engine window; NULL when the handle is not ours. */
 os_win_t *os_mpi_win(MPI_Win handle);
+
+/* The window of a handle, entered for one MPI call: under
+ * MPI_THREAD_MULTIPLE its mutex is held until the variable goes out of
+ * scope (given up only while the call yields in a wait). Threads of one
+ * process may then issue operations, flushes and lock epochs on one window
+ * at once; the window's state changes under its mutex. */
+#define OS_WIN_ENTER(var, handle)                                                              \
+    os_win_t *var __attribute__((cleanup(os_mpi_win_leave))) = os_mpi_win_enter(handle)
+void os_mpi_win_lock(os_win_t *w);
+void os_mpi_win_unlock(os_win_t *w);
+/* Inline: a single-threaded program pays one branch per call. */
+static inline os_win_t *os_mpi_win_enter(MPI_Win handle)
+{
+    os_win_t *w = os_mpi_win(handle);
+    if (w && os_threaded)
+        os_mpi_win_lock(w);
+    return w;
+}
+static inline void os_mpi_win_leave(os_win_t **w)
+{
+    if (*w && os_threaded)
+        os_mpi_win_unlock(*w);
+}
 os_status_t os_mpi_win_register(os_win_t *w);
 void os_mpi_win_unregister(os_win_t *w);
 

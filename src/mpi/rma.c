@@ -40,7 +40,7 @@ static int issue(const char *call, MPI_Win win, os_rma_op_t *op, MPI_Datatype od
                  MPI_Count tcount, MPI_Count rcount, MPI_Request *req)
 {
     os_status_t st = OS_OK;
-    os_win_t *w = os_mpi_win(win);
+    OS_WIN_ENTER(w, win);
     if (!w)
         return os_mpi_raise_win(win, call, OS_ERR(OS_ERR_WIN, "%s: not a window", call));
     if (ocount < 0 || tcount < 0 || rcount < 0) {

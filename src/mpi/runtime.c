@@ -8,9 +8,16 @@
 
 static bool initialized;
 static os_hmap_t windows;
-/* The last window looked up: most programs use one window at a time. */
-static MPI_Win last_handle = MPI_WIN_NULL;
-static os_win_t *last_win;
+/* Under MPI_THREAD_MULTIPLE the registry changes under a write lock. Each
+ * thread remembers the last window it looked up (most programs use one at a
+ * time), valid while no window has come or gone since: handles are reused. */
+static pthread_rwlock_t windows_lock = PTHREAD_RWLOCK_INITIALIZER;
+static _Atomic uint64_t windows_gen = 1;
+static _Thread_local struct {
+    MPI_Win handle;
+    os_win_t *win;
+    uint64_t gen;
+} last;
 
 static uintptr_t key_of(MPI_Win h)
 {
@@ -149,33 +156,71 @@ int MPI_Init(int *argc, char ***argv)
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS)
+    if (rc == MPI_SUCCESS) {
+        os_threaded = *provided == MPI_THREAD_MULTIPLE;
         os_mpi_init();
+    }
     return rc;
 }
 
 os_win_t *os_mpi_win(MPI_Win handle)
 {
-    if (handle == last_handle && handle != MPI_WIN_NULL)
-        return last_win;
+    uint64_t gen = atomic_load_explicit(&windows_gen, memory_order_acquire);
+    if (handle == last.handle && gen == last.gen)
+        return last.win;
+    if (os_threaded)
+        pthread_rwlock_rdlock(&windows_lock);
     os_win_t *w = os_hmap_get(&windows, key_of(handle));
+    if (os_threaded)
+        pthread_rwlock_unlock(&windows_lock);
     if (w) {
-        last_handle = handle;
-        last_win = w;
+        last.handle = handle;
+        last.win = w;
+        last.gen = gen;
     }
     return w;
 }
 
+static _Thread_local int win_depth;
+
+void os_mpi_win_lock(os_win_t *w)
+{
+    pthread_mutex_lock(&w->mtx);
+    if (win_depth++ == 0)
+        os_call_mutex = &w->mtx;
+}
+
+void os_mpi_win_unlock(os_win_t *w)
+{
+    if (--win_depth == 0)
+        os_call_mutex = NULL;
+    pthread_mutex_unlock(&w->mtx);
+}
+
+static void registry_change(void)
+{
+    atomic_fetch_add_explicit(&windows_gen, 1, memory_order_release);
+}
+
 os_status_t os_mpi_win_register(os_win_t *w)
 {
-    return os_hmap_put(&windows, key_of(w->handle), w);
+    if (os_threaded)
+        pthread_rwlock_wrlock(&windows_lock);
+    os_status_t st = os_hmap_put(&windows, key_of(w->handle), w);
+    registry_change();
+    if (os_threaded)
+        pthread_rwlock_unlock(&windows_lock);
+    return st;
 }
 
 void os_mpi_win_unregister(os_win_t *w)
 {
+    if (os_threaded)
+        pthread_rwlock_wrlock(&windows_lock);
     os_hmap_del(&windows, key_of(w->handle));
-    last_handle = MPI_WIN_NULL;
-    last_win = NULL;
+    registry_change();
+    if (os_threaded)
+        pthread_rwlock_unlock(&windows_lock);
 }
 
 /* ------------------------------------------------------------- statistics */
@@ -199,7 +244,7 @@ const char *onesided_stat_name(int stat)
 
 int onesided_win_get_stats(MPI_Win win, onesided_win_stats_t *stats)
 {
-    os_win_t *w = os_mpi_win(win);
+    OS_WIN_ENTER(w, win);
     if (!w)
         return MPI_ERR_WIN;
     os_remote_stats_sync(w);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #define WIN_OR_RAISE(call)                                                                     \
-    os_win_t *w = os_mpi_win(win);                                                             \
+    OS_WIN_ENTER(w, win);                                                                      \
     if (!w)                                                                                    \
         return os_mpi_raise_win(win, call, OS_ERR(OS_ERR_WIN, "%s: not a window", call));
 

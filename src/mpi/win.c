@@ -207,7 +207,7 @@ int MPI_Win_get_attr(MPI_Win win, int keyval, void *attribute_val, int *flag)
 
 int MPI_Win_set_attr(MPI_Win win, int keyval, void *attribute_val)
 {
-    os_win_t *w = os_mpi_win(win);
+    OS_WIN_ENTER(w, win);
     int rc = PMPI_Win_set_attr(win, keyval, attribute_val);
     if (rc != MPI_SUCCESS || !w)
         return rc;
@@ -230,7 +230,7 @@ int MPI_Win_set_attr(MPI_Win win, int keyval, void *attribute_val)
 
 int MPI_Win_delete_attr(MPI_Win win, int keyval)
 {
-    os_win_t *w = os_mpi_win(win);
+    OS_WIN_ENTER(w, win);
     int rc = PMPI_Win_delete_attr(win, keyval);
     for (int i = 0; w && rc == MPI_SUCCESS && i < w->nattr_keys; i++)
         if (w->attr_keys[i] == keyval) {
@@ -247,7 +247,7 @@ static void put_info(const char *key, const char *value, void *ctx)
 
 int MPI_Win_get_info(MPI_Win win, MPI_Info *info_used)
 {
-    os_win_t *w = os_mpi_win(win);
+    OS_WIN_ENTER(w, win);
     if (!w)
         return PMPI_Win_get_info(win, info_used);
     int rc = PMPI_Win_get_info(w->handle, info_used);
@@ -259,7 +259,7 @@ int MPI_Win_get_info(MPI_Win win, MPI_Info *info_used)
 
 int MPI_Win_set_info(MPI_Win win, MPI_Info info)
 {
-    os_win_t *w = os_mpi_win(win);
+    OS_WIN_ENTER(w, win);
     if (!w)
         return PMPI_Win_set_info(win, info);
     os_config_t cfg = w->cfg;
@@ -312,7 +312,7 @@ int MPI_Win_shared_query_c(MPI_Win win, int rank, MPI_Aint *size, MPI_Aint *disp
 
 int MPI_Win_attach(MPI_Win win, void *base, MPI_Aint size)
 {
-    os_win_t *w = os_mpi_win(win);
+    OS_WIN_ENTER(w, win);
     if (!w)
         return os_mpi_raise_win(win, "MPI_Win_attach", OS_ERR(OS_ERR_WIN, "not a window"));
     os_status_t st = os_win_attach(w, base, size);
@@ -321,7 +321,7 @@ int MPI_Win_attach(MPI_Win win, void *base, MPI_Aint size)
 
 int MPI_Win_detach(MPI_Win win, const void *base)
 {
-    os_win_t *w = os_mpi_win(win);
+    OS_WIN_ENTER(w, win);
     if (!w)
         return os_mpi_raise_win(win, "MPI_Win_detach", OS_ERR(OS_ERR_WIN, "not a window"));
     os_status_t st = os_win_detach(w, base);

@@ -204,6 +204,7 @@ typedef struct os_shell {
 
 typedef struct os_win {
     MPI_Win handle;  /* a host-MPI dynamic window: carries errhandler, attributes, name */
+    pthread_mutex_t mtx; /* MPI_THREAD_MULTIPLE: held by the MPI call using the window */
     MPI_Comm comm;   /* private duplicate of the creation communicator */
     MPI_Group group;
     int rank, nranks;

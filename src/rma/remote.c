@@ -1126,7 +1126,11 @@ os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive, bool *conten
     uint8_t grant;
 
     if (w->cfg.lock == OS_LOCK_MANAGER) {
-        if (!local && w->cfg.lock_piggyback > 0) {
+        /* Not under MPI_THREAD_MULTIPLE: a deferred lock is taken inside
+         * unlock or an operation, waits the window's other threads could not
+         * get past (they would hold up each other's unlocks across
+         * processes); eager locks wait in MPI_Win_lock, which lets them. */
+        if (!local && w->cfg.lock_piggyback > 0 && !os_threaded) {
             *how = OS_HOLD_DEFERRED; /* lock piggybacking, above */
             w->kept[target].exclusive = exclusive;
             return OS_OK;

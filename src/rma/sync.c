@@ -318,10 +318,16 @@ void os_pscw_await_post(os_win_t *w, int target)
 {
     _Atomic uint64_t *cell = &w->post[(size_t)w->rank * w->post_stride + (size_t)target];
     WAIT_SITE(site, "a MPI_Win_start epoch", target, describe_post, NULL);
+    /* The post may come from another thread of this process. Threads of
+     * the epoch may wait for one post together: the first consumes it. */
+    pthread_mutex_t *held = os_wait_release_begin();
     wait_until_geq(cell, w->post_seen[target] + 1);
+    os_wait_release_end(held);
     os_wait_pop(&site);
-    w->post_seen[target]++;
-    w->tstate[target] = OS_T_PSCW_READY;
+    if (w->tstate[target] == OS_T_PSCW_AWAIT_POST) {
+        w->post_seen[target]++;
+        w->tstate[target] = OS_T_PSCW_READY;
+    }
 }
 
 os_status_t os_win_complete(os_win_t *w)
@@ -363,7 +369,10 @@ static os_status_t wait_or_test(os_win_t *w, int *flag, const char *call)
             return OS_OK;
     } else {
         WAIT_SITE(site, call, -1, describe_wait, NULL);
+        /* Origins of this process's other threads may yet complete. */
+        pthread_mutex_t *held = os_wait_release_begin();
         wait_until_geq(done, n);
+        os_wait_release_end(held);
         os_wait_pop(&site);
     }
     /* An origin's complete for the next epoch needs our next post, so the
@@ -390,9 +399,12 @@ static os_status_t take_lock(os_win_t *w, int target, bool exclusive, const char
     bool contended = false;
     uint16_t ticket = 0;
     WAIT_SITE(site, call, target, describe_lock, &ticket);
+    /* Another thread of this process may hold the lock waited for. */
+    pthread_mutex_t *held = os_wait_release_begin();
     if (w->multinode) {
         /* Every target of a window spanning nodes: the window's lock design. */
         os_status_t st = os_remote_lock(w, target, exclusive, &contended);
+        os_wait_release_end(held);
         os_wait_pop(&site);
         OS_STAT(w, LOCK_ACQUIRED, 1);
         if (contended)
@@ -409,6 +421,7 @@ static os_status_t take_lock(os_win_t *w, int target, bool exclusive, const char
     } else {
         os_lock_wait_shared(&c->lock, ticket, &contended);
     }
+    os_wait_release_end(held);
     os_wait_pop(&site);
     OS_STAT(w, LOCK_ACQUIRED, 1);
     if (contended)

@@ -118,6 +118,7 @@ static void free_parts(os_win_t *w)
     free(w->attr_keys);
     os_acc_batches_free(w);
     os_dyn_fini(w);
+    pthread_mutex_destroy(&w->mtx);
     free(w);
 }
 
@@ -134,6 +135,12 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
     if (!w)
         return OS_ERR(OS_ERR_NOMEM, "window object");
     w->handle = MPI_WIN_NULL;
+    /* Recursive: an error handler called under it may use the window. */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&w->mtx, &ma);
+    pthread_mutexattr_destroy(&ma);
     w->flavor = flavor;
     w->cfg = *cfg;
     w->noncontig = noncontig;
@@ -336,8 +343,14 @@ os_status_t os_win_free(os_win_t *w)
      * the shell's control area is cleared for the next window only after
      * every process has left this one. */
     PMPI_Barrier(w->comm);
-    if (w->multinode)
+    if (w->multinode) {
+        /* A progress thread may still be serving this window's lock (a
+         * migration of the hybrid lock moves tickets on the node's CPU
+         * lock) until its process unregisters the window: the control area
+         * may be cleared for the next window only after everybody has. */
         os_remote_win_teardown(w);
+        PMPI_Barrier(w->comm);
+    }
     os_shell_put(w->shell);
     free_parts(w);
     return OS_OK;

@@ -135,10 +135,21 @@ static void watchdog_report(double waited)
            s ? s->call : "a wait inside onesided", target, *detail ? ": " : "", detail);
 }
 
-/* The slow path of every waiting loop: the clock is read only here. */
+bool os_threaded;
+_Thread_local pthread_mutex_t *os_call_mutex;
+_Thread_local pthread_mutex_t *os_wait_mutex;
+
+/* The slow path of every waiting loop: the clock is read only here. A wait
+ * never holds the process's other locks (reg_lock, the transport's), so
+ * giving the window's mutex up here cannot invert a lock order. */
 void os_backoff_yield(os_backoff_t *b)
 {
+    pthread_mutex_t *m = os_wait_mutex;
+    if (m)
+        pthread_mutex_unlock(m);
     sched_yield();
+    if (m)
+        pthread_mutex_lock(m);
     if (os_config.watchdog <= 0 || b->reported)
         return;
     double now = now_seconds();

@@ -6,6 +6,7 @@
 #ifndef OS_UTIL_H
 #define OS_UTIL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -163,6 +164,31 @@ os_status_t os_config_apply_info(os_config_t *cfg, const char *key, const char *
 /* Iterate the info keys the table knows, for MPI_Win_get_info. */
 typedef void (*os_config_info_fn)(const char *key, const char *value, void *ctx);
 void os_config_each_info(const os_config_t *cfg, os_config_info_fn fn, void *ctx);
+
+/* ------------------------------------------------------------- threads */
+
+/* True when the program runs under MPI_THREAD_MULTIPLE: only then do the
+ * window and registry locks cost anything (one predictable branch else). */
+extern bool os_threaded;
+/* The window mutex this thread's MPI call holds (NULL when none), and the
+ * one it gives up while it yields in a wait (os_backoff_yield). Only waits
+ * that another thread of the process may have to end (a lock held by this
+ * process, a post or complete of its own exposure epoch) give it up, and
+ * only where the window's state is consistent: os_wait_release_begin/end
+ * around them. Waits in the middle of an operation (replies, flushes,
+ * accumulate batches) keep it, so nobody sees their half-done state. */
+extern _Thread_local pthread_mutex_t *os_call_mutex;
+extern _Thread_local pthread_mutex_t *os_wait_mutex;
+static inline pthread_mutex_t *os_wait_release_begin(void)
+{
+    pthread_mutex_t *prev = os_wait_mutex;
+    os_wait_mutex = os_call_mutex;
+    return prev;
+}
+static inline void os_wait_release_end(pthread_mutex_t *prev)
+{
+    os_wait_mutex = prev;
+}
 
 /* ------------------------------------------------------ waiting, back-off */
 

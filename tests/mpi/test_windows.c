@@ -391,6 +391,92 @@ static void many_windows(void)
         MPI_Win_free(&w[i]);
 }
 
+/* A freed window's shell serves the next window over the same communicator:
+ * nothing of the old window may show through (name, error handler,
+ * attributes, which are deleted with their callback at MPI_Win_free, lock
+ * and PSCW state), over every kind of communicator, freed in between. */
+static int deleted;
+static int count_delete(MPI_Win win, int key, void *val, void *extra)
+{
+    (void)win, (void)key, (void)val, (void)extra;
+    deleted++;
+    return MPI_SUCCESS;
+}
+
+static void shell_reuse(void)
+{
+    int key;
+    MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, count_delete, &key, NULL);
+    for (int kind = 0; kind < 5; kind++) {
+        MPI_Comm comm = MPI_COMM_WORLD;
+        if (kind == 1)
+            MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+        else if (kind == 2)
+            MPI_Comm_split(MPI_COMM_WORLD, 0, t_size - t_rank, &comm); /* reversed */
+        else if (kind == 3)
+            MPI_Comm_split(MPI_COMM_WORLD, t_rank % 2, t_rank, &comm);
+        else if (kind == 4)
+            comm = MPI_COMM_SELF;
+        int rank, size;
+        MPI_Comm_rank(comm, &rank);
+        MPI_Comm_size(comm, &size);
+        int right = (rank + 1) % size;
+        for (int round = 0; round < 3; round++) {
+            int *base;
+            MPI_Win win;
+            MPI_Win_allocate(64, sizeof(int), MPI_INFO_NULL, comm, &base, &win);
+            char name[MPI_MAX_OBJECT_NAME];
+            int len, flag;
+            void *val;
+            MPI_Errhandler eh;
+            MPI_Win_get_name(win, name, &len);
+            MPI_Win_get_attr(win, key, &val, &flag);
+            MPI_Win_get_errhandler(win, &eh);
+            CHECK(!len && !flag && eh == MPI_ERRORS_ARE_FATAL,
+                  "comm kind %d round %d: a new window shows its predecessor's name '%s', "
+                  "attribute %d or error handler", kind, round, name, flag);
+            if (eh != MPI_ERRHANDLER_NULL && eh != MPI_ERRORS_ARE_FATAL)
+                MPI_Errhandler_free(&eh);
+            MPI_Win_set_name(win, "old");
+            MPI_Win_set_attr(win, key, &deleted);
+            MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+            for (int i = 0; i < 16; i++)
+                base[i] = -1;
+            /* fence, PSCW and lock state, each left idle as MPI requires */
+            MPI_Win_fence(0, win);
+            int v = 100 * round + rank;
+            MPI_Put(&v, 1, MPI_INT, right, 0, 1, MPI_INT, win);
+            MPI_Win_fence(0, win);
+            MPI_Group g, peers;
+            MPI_Win_get_group(win, &g);
+            int both[2] = { (rank + size - 1) % size, right };
+            MPI_Group_incl(g, size == 1 ? 1 : (both[0] == both[1] ? 1 : 2), both, &peers);
+            MPI_Win_post(peers, 0, win);
+            MPI_Win_start(peers, 0, win);
+            MPI_Put(&v, 1, MPI_INT, right, 1, 1, MPI_INT, win);
+            MPI_Win_complete(win);
+            MPI_Win_wait(win);
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win);
+            MPI_Accumulate(&v, 1, MPI_INT, right, 2, 1, MPI_INT, MPI_SUM, win);
+            MPI_Win_unlock(right, win);
+            MPI_Barrier(comm);
+            int left = (rank + size - 1) % size, want = 100 * round + left;
+            CHECK(base[0] == want && base[1] == want && base[2] == want - 1,
+                  "comm kind %d round %d: %d %d %d, expected %d %d %d", kind, round, base[0],
+                  base[1], base[2], want, want, want - 1);
+            MPI_Group_free(&peers);
+            MPI_Group_free(&g);
+            int before = deleted;
+            MPI_Win_free(&win);
+            CHECK(deleted == before + 1, "comm kind %d: MPI_Win_free did not delete the "
+                  "window's attribute", kind);
+        }
+        if (kind >= 1 && kind <= 3)
+            MPI_Comm_free(&comm);
+    }
+    MPI_Win_free_keyval(&key);
+}
+
 static void create_edge_cases(void)
 {
     /* Zero-size contributions with a NULL base, and a window on the stack. */
@@ -471,6 +557,7 @@ int main(int argc, char **argv)
     subcommunicator();
     dynamic_regions();
     many_windows();
+    shell_reuse();
     create_edge_cases();
     access_paths();
     return t_finish("test_windows");
