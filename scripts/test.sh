@@ -7,14 +7,17 @@
 # fresh Debian machine. Each configuration runs only what it changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage says how long the run has taken so far: CI must stay well under
+# its limit on a loaded 2-core machine.
+stage() { echo "== [$(date -u +%H:%M:%S), ${SECONDS} s] $*"; }
 bash scripts/setup.sh
 
-echo "== build and test (RelWithDebInfo)"
+stage "build and test (RelWithDebInfo)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build
 (cd build && ctest --output-on-failure)
 
-echo "== sanitizers: ASan + UBSan over the multi-process suite"
+stage "sanitizers: ASan + UBSan over the multi-process suite"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_SANITIZE=ON \
       -DONESIDED_TEST_NP="2;3" >/dev/null
 cmake --build build-asan
@@ -26,12 +29,12 @@ cmake --build build-asan
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --output-on-failure -E 'preload|matrix|vnode2|vnode_tcp|vnode_manager|vnode_network|torture_|busy_lock|watchdog|test_fatal|piggyback_(manager_(vnode2|tcp|off)|network)|direct_acc_vnode(2|_tcp|_network)')
 
-echo "== sanitizers: TSan over the threaded unit tests"
+stage "sanitizers: TSan over the threaded unit tests"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_TSAN=ON >/dev/null
 cmake --build build-tsan --target test_lock test_netlock test_reduce test_regions
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'unit_test_(lock|netlock|reduce|regions)')
 
-echo "== mpi4py RMA tests with onesided preloaded"
+stage "mpi4py RMA tests with onesided preloaded"
 bash scripts/mpi4py-tests.sh build
 # Between nodes, under each lock design. Hybrid on virtual nodes of 2 with
 # 3 processes (nodes of two and of one) and the paper's policy migrates on
@@ -43,7 +46,7 @@ ONESIDED_NODE_SIZE=2 ONESIDED_LOCK_POLICY=paper bash scripts/mpi4py-tests.sh bui
 ONESIDED_NODE_SIZE=1 ONESIDED_LOCK=network bash scripts/mpi4py-tests.sh build 2
 ONESIDED_NODE_SIZE=1 ONESIDED_LOCK=manager bash scripts/mpi4py-tests.sh build 3
 
-echo "== main job, smoke size: every benchmark runs and verifies its results"
+stage "main job, smoke size: every benchmark runs and verifies its results"
 # Timings are not judged here; a failed verification or a missing output is.
 rm -rf build-release/smoke
 bash scripts/bench.sh --smoke --out build-release/smoke
@@ -57,3 +60,4 @@ done
 grep -q '"failed": \[\]' build-release/smoke/summary.json ||
     { echo "main job smoke: a benchmark failed"; exit 1; }
 echo "main job smoke: all outputs present, every verification passed"
+stage "all passed"
