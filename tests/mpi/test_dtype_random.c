@@ -257,6 +257,15 @@ static long lcm(long a, long b)
     return a / gcd(a, b) * b;
 }
 
+/* The first int where two AREA buffers differ, or -1. */
+static int first_difference(const int *a, const int *b)
+{
+    for (int i = 0; i < AREA / 4; i++)
+        if (a[i] != b[i])
+            return i;
+    return -1;
+}
+
 enum { OP_PUT, OP_GET, OP_ACC, OP_GACC, OP_NKINDS };
 static const char *const opname[OP_NKINDS] = { "put", "get", "accumulate", "get_accumulate" };
 
@@ -368,10 +377,7 @@ int main(int argc, char **argv)
                     host_image((char *)want, tt, tc, (char *)src_all, ot, oc, tn, MPI_REPLACE);
                 else if (kind >= OP_ACC)
                     host_image((char *)want, tt, tc, (char *)src_all, ot, oc, tn, ops[opi]);
-                int bad = -1;
-                for (int i = 0; i < AREA / 4 && bad < 0; i++)
-                    if (base[i] != want[i])
-                        bad = i;
+                int bad = first_difference(base, want);
                 CHECK(bad < 0, "%s: target int %d is %d, the host MPI says %d", what,
                       bad - MIDDLE / 4, bad < 0 ? 0 : base[bad], bad < 0 ? 0 : want[bad]);
             }
@@ -384,10 +390,7 @@ int main(int argc, char **argv)
                     host_image((char *)want_result, ot, oc, (char *)init, tt, tc, tn, MPI_REPLACE);
                 else
                     host_image((char *)want_result, rt, rc, (char *)init, tt, tc, tn, MPI_REPLACE);
-                int bad = -1;
-                for (int i = 0; i < AREA / 4 && bad < 0; i++)
-                    if (result[i] != want_result[i])
-                        bad = i;
+                int bad = first_difference(result, want_result);
                 CHECK(bad < 0, "%s: fetched int %d is %d, the host MPI says %d", what,
                       bad - MIDDLE / 4, bad < 0 ? 0 : result[bad], bad < 0 ? 0 : want_result[bad]);
             }
