@@ -104,12 +104,18 @@ void os_shell_finalize(void)
         PMPI_Info_free(&pristine);
 }
 
+static void make_keyval(void)
+{
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, cache_delete, &cache_keyval, NULL);
+}
+
 static os_comm_cache_t *cache_of(MPI_Comm comm)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     int flag = 0;
     os_comm_cache_t *c = NULL;
-    if (cache_keyval == MPI_KEYVAL_INVALID)
-        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, cache_delete, &cache_keyval, NULL);
+    /* Threads may create windows over different communicators at once. */
+    pthread_once(&once, make_keyval);
     PMPI_Comm_get_attr(comm, cache_keyval, &c, &flag);
     if (flag)
         return c;
@@ -177,8 +183,10 @@ static os_status_t shell_build(MPI_Comm comm, bool real_nodes, os_shell_t **out)
         st = OS_ERR(OS_ERR_OTHER, "the host MPI could not create a window handle");
         goto fail;
     }
+    pthread_mutex_lock(&caches_lock);
     if (pristine == MPI_INFO_NULL)
         PMPI_Win_get_info(s->handle, &pristine);
+    pthread_mutex_unlock(&caches_lock);
     *out = s;
     return OS_OK;
 fail:
