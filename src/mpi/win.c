@@ -41,22 +41,6 @@ static os_status_t read_info(MPI_Info info, os_config_t *cfg, bool *noncontig)
     return st;
 }
 
-/* The hints the host window handle is created with: the program's, and for
- * the flavors whose memory onesided places in shared memory the host MPI's
- * own default for them (the handle itself is a dynamic window, which the
- * host MPI would report as not in shared memory). */
-static void host_hints(os_flavor_t flavor, MPI_Info info, MPI_Info *hints)
-{
-    int len, given = 0;
-    if (info == MPI_INFO_NULL)
-        PMPI_Info_create(hints);
-    else
-        PMPI_Info_dup(info, hints);
-    PMPI_Info_get_valuelen(*hints, "alloc_shm", &len, &given);
-    if ((flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED) && !given)
-        PMPI_Info_set(*hints, "alloc_shm", "true");
-}
-
 static int create(const char *call, os_flavor_t flavor, void *base, MPI_Aint size,
                   MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win)
 {
@@ -66,7 +50,6 @@ static int create(const char *call, os_flavor_t flavor, void *base, MPI_Aint siz
     os_config_t cfg;
     bool noncontig = false;
     os_win_t *w = NULL;
-    MPI_Info hints;
 
     os_mpi_init();
     cfg = os_config;
@@ -86,10 +69,7 @@ static int create(const char *call, os_flavor_t flavor, void *base, MPI_Aint siz
     }
     if ((st = read_info(info, &cfg, &noncontig)))
         goto fail;
-    host_hints(flavor, info, &hints);
-    st = os_win_create(flavor, base, size, (int)disp_unit, &cfg, noncontig, hints, comm, &w);
-    PMPI_Info_free(&hints);
-    if (st)
+    if ((st = os_win_create(flavor, base, size, (int)disp_unit, &cfg, noncontig, info, comm, &w)))
         goto fail;
     w->attr_flavor = mpi_flavor[flavor];
     w->attr_model = MPI_WIN_UNIFIED;

@@ -278,8 +278,10 @@ typedef struct os_win {
  * new one (collective over comm). real_nodes: the node is the real host even
  * under virtual nodes (MPI_Win_allocate_shared). */
 os_status_t os_shell_get(MPI_Comm comm, bool real_nodes, os_shell_t **out);
-/* Give the host handle the window's hints (collective). */
-os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints);
+/* Give the host handle the window's hints (collective); shared: its memory
+ * is in shared memory (allocate flavors), which the host would say of its
+ * own window of that flavor unless told otherwise. */
+os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints, bool shared);
 /* A data segment of at least `bytes` for the node (collective over it). */
 os_status_t os_shell_data(os_shell_t *s, size_t bytes);
 /* Back to the cache, after the window's final barrier (collective). */
@@ -291,7 +293,7 @@ void os_shell_finalize(void);
 /* The processes of comm on this process's node: real nodes, or virtual nodes
  * of virtual_size consecutive MPI_COMM_WORLD ranks when it is positive. */
 MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size);
-/* hints: the info the host MPI's window handle is created with. */
+/* hints: the program's info, which the host MPI's window handle keeps. */
 os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
                           const os_config_t *cfg, bool noncontig, MPI_Info hints,
                           MPI_Comm comm, os_win_t **out);

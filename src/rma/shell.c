@@ -220,14 +220,18 @@ os_status_t os_shell_get(MPI_Comm comm, bool real_nodes, os_shell_t **out)
     return OS_OK;
 }
 
-os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints)
+os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints, bool shared)
 {
     /* From the host's defaults, so nothing of the previous window's hints
-     * stays. MPI_Win_set_info is collective: every window calls it. */
+     * stays; the handle is a dynamic window, which the host reports as not
+     * in shared memory unless told (the program's own alloc_shm wins).
+     * MPI_Win_set_info is collective: every window calls it. */
     MPI_Info all;
     int n = 0;
     char key[MPI_MAX_INFO_KEY + 1];
     PMPI_Info_dup(pristine, &all);
+    if (shared)
+        PMPI_Info_set(all, "alloc_shm", "true");
     if (hints != MPI_INFO_NULL)
         PMPI_Info_get_nkeys(hints, &n);
     for (int i = 0; i < n; i++) {

@@ -302,7 +302,8 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
         w->base = base;
     /* The host handle keeps the hints, so MPI_Win_get_info reports them as
      * the host does. */
-    if ((st = os_shell_set_hints(sh, hints)))
+    if ((st = os_shell_set_hints(sh, hints, flavor == OS_FLAVOR_ALLOCATE ||
+                                                flavor == OS_FLAVOR_SHARED)))
         goto fail;
     free(all);
     free(data_off);
