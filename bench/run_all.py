@@ -12,6 +12,12 @@ Runs, with a progress line each:
   ghost_exchange paper 003's Table 1: one-sided time / point-to-point time
   randomaccess   paper 001's variants (GMP, ACC, ACC_AGG, DIRECT_ACC, ...) with
                  MPI_Win_allocate and MPI_Win_create memory
+  vnode1 steps   the inter-node path on one host: every rank its own virtual
+                 node (ONESIDED_NODE_SIZE=1), so onesided goes through UCX
+                 while native MPICH keeps its shared memory (what onesided
+                 must beat): microbench (idle and busy target), rma_sweep,
+                 randomaccess, and busy_epochs (1000 lock epoch pairs against
+                 a target computing 3 s, over UCX shared memory and TCP)
   hpcc           Debian's hpcc (HPCC's own MPIRandomAccess), same machine, same run
 
 Every benchmark verifies its own results and exits non-zero on a wrong value;
@@ -168,7 +174,9 @@ def plots(out, data):
             ax.set_xticklabels(variants, rotation=25, ha="right")
             ax.set_yscale("log")
             ax.set_ylabel("GUP/s (log scale, higher is better)")
-            ax.set_title(f"RandomAccess, window by {'MPI_Win_create(malloc)' if fl == 'create' else 'MPI_Win_allocate'}")
+            how = 'MPI_Win_create(malloc)' if fl.endswith('create') else 'MPI_Win_allocate'
+            where = ', every rank its own virtual node' if fl.startswith('vnode1') else ''
+            ax.set_title(f"RandomAccess, window by {how}{where}", fontsize=10)
             ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
         save(fig, "randomaccess.png")
 
@@ -217,10 +225,15 @@ def plots(out, data):
                 ax.legend(fontsize=7, ncol=2)
             save(fig, fname)
 
-    if data.get("microbench"):
-        # The 8-byte latencies; window creation and free (tens of µs) would
-        # flatten them, and stand in the tables and the summary.
-        rows = [x for x in data["microbench"] if x["flavor"] == "allocate"
+    # The 8-byte latencies; window creation and free (tens of µs) would
+    # flatten them, and stand in the tables and the summary.
+    for flavor, fname, title in [
+            ("allocate", "microbench.png", "One-sided operations on MPI_Win_allocate memory, 2 processes"),
+            ("vnode1-allocate", "microbench_vnode1.png",
+             "Between virtual nodes (onesided over UCX; native MPICH in shared memory)"),
+            ("vnode1-allocate-busy", "microbench_vnode1_busy.png",
+             "Between virtual nodes, target computing 100 µs between MPI calls")]:
+        rows = [x for x in data.get("microbench", []) if x["flavor"] == flavor
                 and not x["benchmark"].startswith("window ")]
         if rows:
             fig, ax = plt.subplots(figsize=(8, 4.4))
@@ -231,9 +244,11 @@ def plots(out, data):
             ax.set_xticks(list(xs))
             ax.set_xticklabels([x["benchmark"] for x in rows], rotation=25, ha="right")
             ax.set_ylabel("8-byte latency (µs, lower is better)")
-            ax.set_title("One-sided operations on MPI_Win_allocate memory, 2 processes")
+            if flavor.endswith("busy"):
+                ax.set_yscale("log")
+            ax.set_title(title, fontsize=10)
             ax.legend()
-            save(fig, "microbench.png")
+            save(fig, fname)
     return made
 
 
@@ -243,22 +258,28 @@ def summarize(data):
     """Rows of (benchmark, case, native, onesided, unit, ratio, better)."""
     rows = []
     for x in data.get("microbench", []):
-        if x["flavor"] in ("allocate", "create", "create_allocmem", "allocate-busy"):
+        if x["flavor"] in ("allocate", "create", "create_allocmem", "allocate-busy") or \
+                x["flavor"].startswith("vnode1"):
+            if x["flavor"].startswith("vnode1") and x["benchmark"].startswith("window "):
+                continue
             rows.append((f"microbench ({x['flavor']})", x["benchmark"], float(x["native_us"]),
                          float(x["onesided_us"]), "us", "lower"))
-    sweep = data.get("rma_sweep", [])
-    for op in ["put", "get", "accumulate", "fetch_and_op", "compare_and_swap"]:
-        for s in ["flush", "lock", "fence", "pscw"]:
-            lat = [x for x in sweep if x["op"] == op and x["sync"] == s and x["metric"] == "latency_us"]
-            bw = [x for x in sweep if x["op"] == op and x["sync"] == s and x["metric"] == "bandwidth_MBps"]
-            if lat:
-                x = lat[0]
-                rows.append(("rma_sweep latency", f"{op}/{s} {x['bytes']} B", float(x["native"]),
-                             float(x["onesided"]), "us", "lower"))
-            if bw and len(bw) > 1:
-                x = bw[-1]
-                rows.append(("rma_sweep bandwidth", f"{op}/{s} {x['bytes']} B", float(x["native"]),
-                             float(x["onesided"]), "MB/s", "higher"))
+    for tag, sweep in [("", data.get("rma_sweep", [])), (" vnode1", data.get("rma_sweep_vnode1", []))]:
+        for op in ["put", "get", "accumulate", "fetch_and_op", "compare_and_swap"]:
+            for s in ["flush", "lock", "fence", "pscw"]:
+                lat = [x for x in sweep if x["op"] == op and x["sync"] == s and x["metric"] == "latency_us"]
+                bw = [x for x in sweep if x["op"] == op and x["sync"] == s and x["metric"] == "bandwidth_MBps"]
+                if lat:
+                    x = lat[0]
+                    rows.append((f"rma_sweep{tag} latency", f"{op}/{s} {x['bytes']} B", float(x["native"]),
+                                 float(x["onesided"]), "us", "lower"))
+                # Bandwidth at 64 KB and at the largest size.
+                for x in [y for y in bw if int(y["bytes"]) == 65536] + bw[-1:] if len(bw) > 1 else []:
+                    rows.append((f"rma_sweep{tag} bandwidth", f"{op}/{s} {x['bytes']} B", float(x["native"]),
+                                 float(x["onesided"]), "MB/s", "higher"))
+    for x in data.get("busy_epochs", []):
+        rows.append((f"busy_epochs ({x['case']})", x["benchmark"], float(x["native_us"]) / 1e6,
+                     float(x["onesided_us"]) / 1e6, "s", "lower"))
     ge = data.get("ghost_exchange", [])
     sizes = sorted({int(x["size"]) for x in ge})
     for size in (sizes[:1] + sizes[-1:]) if sizes else []:
@@ -324,11 +345,32 @@ def main():
     for fl in ["allocate", "create"]:
         steps.append((f"randomaccess-{fl}", r.mpiexec(a.np, "randomaccess", "--log2-local", k, "--flavor", fl,
                       "--csv", os.path.join(a.out, f"randomaccess-{fl}.csv")), fl))
+    steps = [(n, c, t, None) for n, c, t in steps]
+    # The inter-node path: every rank its own virtual node.
+    vn = {"ONESIDED_NODE_SIZE": "1"}
+    for fl in ["allocate", "create"]:
+        steps.append((f"microbench-vnode1-{fl}", r.mpiexec(2, "os_microbench", "--flavor", fl,
+                      "--iters", 200 if smoke else 2000, "--reps", reps,
+                      "--csv", os.path.join(a.out, f"microbench-vnode1-{fl}.csv")), f"vnode1-{fl}", vn))
+    steps.append(("microbench-vnode1-allocate-busy", r.mpiexec(2, "os_microbench", "--busy-target", 100,
+                  "--iters", 50 if smoke else 500, "--reps", reps,
+                  "--csv", os.path.join(a.out, "microbench-vnode1-allocate-busy.csv")),
+                  "vnode1-allocate-busy", vn))
+    steps.append(("rma_sweep-vnode1", r.mpiexec(2, "rma_sweep", "--reps", reps, "--scale", scale,
+                  "--max-size", 32768 if smoke else 1 << 20,
+                  "--csv", os.path.join(a.out, "rma_sweep-vnode1.csv")), "vnode1", vn))
+    steps.append(("randomaccess-vnode1", r.mpiexec(2, "randomaccess", "--log2-local", k,
+                  "--csv", os.path.join(a.out, "randomaccess-vnode1.csv")), "vnode1", vn))
+    for tls in ["shm", "tcp"]:
+        env = dict(vn, **({"ONESIDED_UCX_TLS": "tcp,self"} if tls == "tcp" else {}))
+        steps.append((f"busy_epochs-vnode1-{tls}", r.mpiexec(2, "busy_epochs",
+                      "--epochs", 100 if smoke else 1000, "--compute", 0.5 if smoke else 3,
+                      "--csv", os.path.join(a.out, f"busy_epochs-vnode1-{tls}.csv")), f"vnode1-{tls}", env))
     total = len(steps) + (0 if a.no_hpcc else 1)
 
-    data = {"microbench": [], "randomaccess": []}
-    for i, (name, cmd, tag) in enumerate(steps, 1):
-        if r.run(i, total, name, cmd) is None:
+    data = {"microbench": [], "randomaccess": [], "rma_sweep_vnode1": [], "busy_epochs": []}
+    for i, (name, cmd, tag, env) in enumerate(steps, 1):
+        if r.run(i, total, name, cmd, env=env) is None:
             continue
         path = cmd[cmd.index("--csv") + 1]
         rows = read_csv(path)
@@ -337,7 +379,16 @@ def main():
                 x["flavor"] = tag
             data["microbench"] += rows
         elif name.startswith("randomaccess"):
+            for x in rows:
+                if tag.startswith("vnode1"):
+                    x["flavor"] = f"{tag}-{x['flavor']}"
             data["randomaccess"] += rows
+        elif name == "rma_sweep-vnode1":
+            data["rma_sweep_vnode1"] = rows
+        elif name.startswith("busy_epochs"):
+            for x in rows:
+                x["case"] = tag
+            data["busy_epochs"] += rows
         else:
             data[name] = rows
     if not a.no_hpcc:

@@ -118,7 +118,8 @@ typedef enum {
                                        that excluded CPU-atomic ones (ONESIDED_ACC_BULK_MIN) */
     ONESIDED_STAT_ACC_COALESCED,    /* accumulates queued for coalescing (ONESIDED_ACC_COALESCE) */
     ONESIDED_STAT_ACC_BATCHES,      /* ... batches in which they were applied */
-    ONESIDED_STAT_REMOTE_RDMA,      /* puts and gets to another node done by RDMA (UCX) */
+    ONESIDED_STAT_REMOTE_RDMA,      /* puts and gets to another node done by RDMA (UCX) on memory
+                                       UCX allocated: done without the target (zero-copy) */
     ONESIDED_STAT_FALLBACK_AM,      /* operations to another node carried out by the target on
                                        request (active message): accumulates, dynamic windows */
     ONESIDED_STAT_LOCK_MANAGER,     /* lock requests sent to a lock manager (two-sided) */
@@ -139,6 +140,10 @@ typedef enum {
     ONESIDED_STAT_FALLBACK_DYN_TABLE_CMA, /* dynamic-window address checks that read the target's
                                        region table by CMA (more regions than
                                        onesided_dynamic_inline_regions) */
+    ONESIDED_STAT_FALLBACK_REMOTE_EMULATED, /* puts, gets and network atomics to another node on
+                                       memory UCX did not allocate (MPI_Win_create, or UCX had
+                                       no shareable memory), which UCX can only emulate in the
+                                       target's worker: each waits for the target's progress */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -54,7 +54,10 @@ for f in microbench-allocate.csv microbench-create.csv microbench-create_allocme
          microbench-allocate-busy.csv microbench-create-busy.csv rma_sweep.csv \
          ghost_exchange.csv randomaccess-allocate.csv randomaccess-create.csv hpcc.csv \
          summary.csv summary.json randomaccess.png ghost_exchange.png sweep_latency.png \
-         sweep_bandwidth.png microbench.png; do
+         sweep_bandwidth.png microbench.png microbench-vnode1-allocate.csv \
+         microbench-vnode1-create.csv microbench-vnode1-allocate-busy.csv rma_sweep-vnode1.csv \
+         randomaccess-vnode1.csv busy_epochs-vnode1-shm.csv busy_epochs-vnode1-tcp.csv \
+         microbench_vnode1.png microbench_vnode1_busy.png; do
     [ -s "build-release/smoke/$f" ] || { echo "main job smoke: missing output $f"; exit 1; }
 done
 grep -q '"failed": \[\]' build-release/smoke/summary.json ||

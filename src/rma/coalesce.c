@@ -55,7 +55,11 @@ static bool wanted(const os_win_t *w, const os_rma_op_t *op, const char *taddr,
     if (w->cfg.acc_coalesce > 0)
         return true;
     /* automatic: where each call pays for system calls or the mutex (the
-     * owner of memory others reach by CMA takes the mutex too) */
+     * owner of memory others reach by CMA takes the mutex too), or for a
+     * request to another node; not where it is one network atomic that
+     * needs nothing of the target (a batch would wait for its progress). */
+    if (w->peers[op->target].access == OS_PEER_REMOTE)
+        return !os_remote_acc_one_sided(w, op, taddr);
     return w->peers[op->target].access != OS_PEER_DIRECT || mode == OS_ACC_MUTEX;
 }
 

@@ -75,6 +75,9 @@ typedef struct {
     size_t map_size;
     int world;        /* MPI_COMM_WORLD rank: the network layer's name for the peer */
     void *rkey;       /* REMOTE: the peer's unpacked memory key */
+    int rdma_world;   /* REMOTE: whose endpoint reaches the memory (the key's owner: the
+                       * node's first process when UCX allocated the node's data) */
+    bool zero_copy;   /* REMOTE: UCX reaches the memory without the peer's help */
 } os_peer_t;
 
 /* Node-wide words, first in the segment. */
@@ -198,6 +201,15 @@ typedef struct os_shell {
     size_t ctl_bytes, post_off, post_stride, regions_off;
     int inline_regions;   /* dynamic-window region copies per process */
     os_shm_seg_t data;    /* allocate flavors: the node's data, kept for the next window */
+    /* A shell spanning nodes has UCX allocate the data (shell.c), so that
+     * other nodes reach it by RDMA without this node's processes. */
+    bool data_ucx;        /* data came from UCX ... */
+    bool data_zero_copy;  /* ... into memory UCX reaches without us (shared memory) */
+    os_ucx_reg_t data_reg; /* the node's first process: UCX's allocation */
+    void *data_rkey;      /* the others: its key, unpacked; holds their mapping */
+    char *data_key;       /* every process: the packed key, for other nodes, ... */
+    uint64_t data_key_addr; /* ... valid for the data's address in its owner */
+    size_t data_key_len;
     struct os_comm_cache *cache;
     struct os_shell *next;
 } os_shell_t;
@@ -346,6 +358,10 @@ os_status_t os_remote_init(void);
 os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes);
 void os_remote_win_teardown(os_win_t *w);
 os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr);
+/* Whether the accumulate would be one network atomic done without the
+ * target (direct accumulate on memory UCX allocated): then batching it
+ * would only make it wait for the target. */
+bool os_remote_acc_one_sided(const os_win_t *w, const os_rma_op_t *op, const char *taddr);
 /* Remote completion of everything issued to target (all when target < 0). */
 os_status_t os_remote_flush(os_win_t *w, int target);
 /* Send operations kept under deferred locks (MPI_Win_sync). */

@@ -491,13 +491,13 @@ static void on_request(void *arg, void *reply, const void *hdr, size_t hlen, con
 
 /* Retry what was kept: lock requests whose turn may have come (a process of
  * the target's node may have unlocked), requests that waited for a mutex. */
-static void retry_pending(void)
+static bool retry_pending(void)
 {
     if (!atomic_load_explicit(&npending, memory_order_relaxed) &&
         !atomic_load_explicit(&hyb_busy, memory_order_relaxed))
-        return;
+        return false;
     if (pthread_mutex_trylock(&reg_lock))
-        return; /* another thread is at it */
+        return true; /* another thread is at it */
     hold_replies = true;
     for (int i = 0; i < reg_n; i++)
         if (reg_wins[i]->hyb_ready && reg_wins[i]->hyb.state != OS_HYB_CPU)
@@ -528,6 +528,8 @@ static void retry_pending(void)
     pthread_mutex_unlock(&reg_lock);
     hold_replies = false;
     flush_outbox();
+    return atomic_load_explicit(&npending, memory_order_relaxed) ||
+           atomic_load_explicit(&hyb_busy, memory_order_relaxed);
 }
 
 /* --------------------------------------------------------- the origin side */
@@ -686,15 +688,18 @@ static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
             break;
         size_t n = lt < ll ? lt : ll;
         st = op->kind == OS_RMA_PUT
-                 ? os_ucx_put(p->world, pl, n, (uint64_t)(uintptr_t)pt, p->rkey)
-                 : os_ucx_get(p->world, pl, n, (uint64_t)(uintptr_t)pt, p->rkey);
+                 ? os_ucx_put(p->rdma_world, pl, n, (uint64_t)(uintptr_t)pt, p->rkey)
+                 : os_ucx_get(p->rdma_world, pl, n, (uint64_t)(uintptr_t)pt, p->rkey);
         pt += n;
         pl += n;
         lt -= n;
         ll -= n;
     }
     w->dirty[op->target] = 1;
-    OS_STAT(w, REMOTE_RDMA, 1);
+    if (p->zero_copy)
+        OS_STAT(w, REMOTE_RDMA, 1);
+    else
+        OS_STAT(w, FALLBACK_REMOTE_EMULATED, 1);
     return st;
 }
 
@@ -876,6 +881,13 @@ static int direct_amo(const os_win_t *w, const os_rma_op_t *op, const char *addr
     }
 }
 
+bool os_remote_acc_one_sided(const os_win_t *w, const os_rma_op_t *op, const char *taddr)
+{
+    const char *addr = op->ttype->nblocks ? taddr + op->ttype->blocks[0].disp : taddr;
+    return w->flavor != OS_FLAVOR_DYNAMIC && w->peers[op->target].zero_copy &&
+           w->lock_how[op->target] != OS_HOLD_DEFERRED && direct_amo(w, op, addr) >= 0;
+}
+
 static uint64_t load_word(const void *p, size_t e)
 {
     if (e == 4) {
@@ -909,13 +921,15 @@ static os_status_t direct_acc(os_win_t *w, const os_rma_op_t *op, int amo, const
     /* Accumulates of one origin on one location apply in order (MPI's
      * default accumulate_ordering): those sent before as requests first. */
     await_acks(w, op->target);
-    os_status_t st = os_ucx_atomic(w->peers[op->target].world, amo, e, value, &old,
+    os_status_t st = os_ucx_atomic(w->peers[op->target].rdma_world, amo, e, value, &old,
                                    (uint64_t)(uintptr_t)addr, w->peers[op->target].rkey);
     if (st)
         return st;
     if (op->kind != OS_RMA_ACC)
         store_word((char *)op->result + op->rtype->blocks[0].disp, old, e);
     OS_STAT(w, ACC_DIRECT, 1);
+    if (!w->peers[op->target].zero_copy)
+        OS_STAT(w, FALLBACK_REMOTE_EMULATED, 1);
     return OS_OK;
 }
 
@@ -1058,7 +1072,7 @@ os_status_t os_remote_flush(os_win_t *w, int target)
                 first = st;
         }
         if (w->dirty[t]) {
-            os_status_t st = os_ucx_flush(w->peers[t].world);
+            os_status_t st = os_ucx_flush(w->peers[t].rdma_world);
             if (st && !first)
                 first = st;
             w->dirty[t] = 0;
@@ -1237,25 +1251,35 @@ os_status_t os_remote_complete(os_win_t *w, int target)
 
 /* ------------------------------------------------------- window lifetime */
 
-/* Every process's network lock word, and its key for every process: the
- * node's own lockers take it too (network mode, or hybrid in network mode). */
-static os_status_t lock_word_setup(os_win_t *w)
+/* What each process tells the others about its window, in one allgather;
+ * the two packed keys follow in one allgatherv. */
+typedef struct {
+    uint64_t base;      /* window memory */
+    uint64_t word;      /* network lock word */
+    int32_t key_len;    /* the memory's packed key (0: none) */
+    int32_t word_key_len;
+    int32_t rdma_world; /* whose endpoint reaches the memory */
+    int32_t zero_copy;
+} remote_info_t;
+
+/* Allocations of the window's remote state, and this process's lock word:
+ * allocated by UCX, so that other processes' network atomics on it need no
+ * help from us (the node's own lockers take it too, in network mode). */
+static os_status_t remote_alloc(os_win_t *w)
 {
     const int n = w->nranks;
     void *word;
-    os_status_t st = OS_OK;
+    os_status_t st;
+    w->dirty = calloc((size_t)n, 1);
+    w->acks = calloc((size_t)n, sizeof *w->acks);
     w->lock_how = calloc((size_t)n, 1);
     w->kept = calloc((size_t)n, sizeof *w->kept);
     w->nl_addr = calloc((size_t)n, sizeof *w->nl_addr);
     w->nl_rkey = calloc((size_t)n, sizeof *w->nl_rkey);
-    int *lens = malloc(sizeof(int) * (size_t)n), *displs = malloc(sizeof(int) * (size_t)n);
-    char *keys = NULL;
-    if (!w->lock_how || !w->kept || !w->nl_addr || !w->nl_rkey || !lens || !displs) {
-        st = OS_ERR(OS_ERR_NOMEM, "lock words of %d processes", n);
-        goto out;
-    }
+    if (!w->dirty || !w->acks || !w->lock_how || !w->kept || !w->nl_addr || !w->nl_rkey)
+        return OS_ERR(OS_ERR_NOMEM, "window of %d processes", n);
     if ((st = os_ucx_mem_alloc(OS_CACHELINE, &w->netreg, &word)))
-        goto out;
+        return st;
     w->netword = word;
     atomic_store(w->netword, 0);
     w->lock_rng = (uint64_t)w->peers[w->rank].world * 0x9e3779b97f4a7c15ull + 1;
@@ -1266,41 +1290,57 @@ static os_status_t lock_word_setup(os_win_t *w)
                     w->lock_rng);
         w->hyb_ready = true;
     }
-    int mylen = (int)w->netreg.rkey_len, total = 0;
-    uint64_t myaddr = (uint64_t)(uintptr_t)word;
-    PMPI_Allgather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, w->comm);
-    PMPI_Allgather(&myaddr, 1, MPI_UINT64_T, w->nl_addr, 1, MPI_UINT64_T, w->comm);
-    for (int r = 0; r < n; r++) {
-        displs[r] = total;
-        total += lens[r];
+    return OS_OK;
+}
+
+/* Keys to this process's window memory: the node's UCX-allocated data
+ * segment (its first process owns the key), or a registration of memory
+ * UCX did not allocate, which its transports reach through our worker.
+ * Dynamic windows have none: their regions come and go, and are served by
+ * request. */
+static os_status_t memory_key(os_win_t *w, const void *base, size_t bytes, remote_info_t *me,
+                              const char **key)
+{
+    const os_shell_t *sh = w->shell;
+    os_status_t st;
+    *key = NULL;
+    me->base = (uint64_t)(uintptr_t)base;
+    me->rdma_world = w->peers[w->rank].world;
+    if (w->flavor == OS_FLAVOR_DYNAMIC || !bytes)
+        return OS_OK;
+    if (w->flavor == OS_FLAVOR_ALLOCATE && sh->data_ucx) {
+        /* Each process of the node maps the segment at its own address;
+         * the key names the owner's. */
+        *key = sh->data_key;
+        me->base = sh->data_key_addr + (uint64_t)((const char *)base - (char *)sh->data.addr);
+        me->key_len = (int32_t)sh->data_key_len;
+        me->rdma_world = sh->node_first;
+        me->zero_copy = sh->data_zero_copy;
+        return OS_OK;
     }
-    if (!(keys = malloc((size_t)total + 1))) {
-        st = OS_ERR(OS_ERR_NOMEM, "lock word keys");
-        goto out;
-    }
-    PMPI_Allgatherv(w->netreg.rkey_buf, mylen, MPI_BYTE, keys, lens, displs, MPI_BYTE, w->comm);
-    for (int r = 0; r < n && !st; r++)
-        st = os_ucx_rkey_unpack(w->peers[r].world, keys + displs[r], &w->nl_rkey[r]);
-out:
-    free(keys);
-    free(lens);
-    free(displs);
-    return st;
+    if ((st = os_ucx_mem_map((void *)base, bytes, &w->reg)))
+        return st;
+    *key = w->reg.rkey_buf;
+    me->key_len = (int32_t)w->reg.rkey_len;
+    return OS_OK;
 }
 
 os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
 {
+    const int n = w->nranks;
     os_status_t st = OS_OK;
+    remote_info_t me = { 0 }, *all = NULL;
+    const char *key;
+    char *mykeys = NULL, *keys = NULL;
+    int *lens = NULL, *displs = NULL;
     uint64_t id = next_id;
     PMPI_Allreduce(MPI_IN_PLACE, &id, 1, MPI_UINT64_T, MPI_MAX, w->comm);
     next_id = id + 1;
     w->id = id;
-    w->dirty = calloc((size_t)w->nranks, 1);
-    w->acks = calloc((size_t)w->nranks, sizeof *w->acks);
-    if (!w->dirty || !w->acks)
-        return OS_ERR(OS_ERR_NOMEM, "window of %d processes", w->nranks);
+    if ((st = remote_alloc(w)))
+        return st;
 
-    /* Registered before anybody can learn our key: no request can arrive
+    /* Registered before anybody can learn our keys: no request can arrive
      * for a window we do not know. */
     pthread_mutex_lock(&reg_lock);
     if (reg_n == reg_cap) {
@@ -1319,46 +1359,64 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
     if (st)
         return st;
 
-    /* Keys: dynamic windows are served by request (their regions come and go). */
-    if (w->flavor != OS_FLAVOR_DYNAMIC && bytes && (st = os_ucx_mem_map((void *)base, bytes, &w->reg)))
+    if ((st = memory_key(w, base, bytes, &me, &key)))
         return st;
-    int mylen = (int)w->reg.rkey_len, *lens = malloc(sizeof(int) * (size_t)w->nranks);
-    int *displs = malloc(sizeof(int) * (size_t)w->nranks);
-    uint64_t mybase = (uint64_t)(uintptr_t)base, *bases = malloc(sizeof(uint64_t) * (size_t)w->nranks);
-    if (!lens || !displs || !bases) {
-        free(lens); free(displs); free(bases);
-        return OS_ERR(OS_ERR_NOMEM, "key exchange");
+    me.word = (uint64_t)(uintptr_t)w->netword;
+    me.word_key_len = (int32_t)w->netreg.rkey_len;
+    const int mylen = me.key_len + me.word_key_len;
+    all = malloc(sizeof *all * (size_t)n);
+    lens = malloc(sizeof *lens * (size_t)n);
+    displs = malloc(sizeof *displs * (size_t)n);
+    mykeys = malloc((size_t)mylen + 1);
+    if (!all || !lens || !displs || !mykeys) {
+        st = OS_ERR(OS_ERR_NOMEM, "key exchange of %d processes", n);
+        goto out;
     }
-    PMPI_Allgather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, w->comm);
-    PMPI_Allgather(&mybase, 1, MPI_UINT64_T, bases, 1, MPI_UINT64_T, w->comm);
+    if (me.key_len)
+        memcpy(mykeys, key, (size_t)me.key_len);
+    memcpy(mykeys + me.key_len, w->netreg.rkey_buf, (size_t)me.word_key_len);
+    PMPI_Allgather(&me, sizeof me, MPI_BYTE, all, sizeof me, MPI_BYTE, w->comm);
     int total = 0;
-    for (int r = 0; r < w->nranks; r++) {
+    for (int r = 0; r < n; r++) {
         displs[r] = total;
+        lens[r] = all[r].key_len + all[r].word_key_len;
         total += lens[r];
     }
-    char *keys = malloc((size_t)total + 1);
-    if (!keys) {
-        free(lens); free(displs); free(bases);
-        return OS_ERR(OS_ERR_NOMEM, "key exchange");
+    if (!(keys = malloc((size_t)total + 1))) {
+        st = OS_ERR(OS_ERR_NOMEM, "keys of %d processes", n);
+        goto out;
     }
-    PMPI_Allgatherv(w->reg.rkey_buf, mylen, MPI_BYTE, keys, lens, displs, MPI_BYTE, w->comm);
-    for (int r = 0; r < w->nranks && !st; r++) {
+    PMPI_Allgatherv(mykeys, mylen, MPI_BYTE, keys, lens, displs, MPI_BYTE, w->comm);
+    for (int r = 0; r < n && !st; r++) {
         os_peer_t *p = &w->peers[r];
-        if (p->access != OS_PEER_REMOTE)
+        w->nl_addr[r] = all[r].word;
+        st = os_ucx_rkey_unpack(p->world, keys + displs[r] + all[r].key_len, &w->nl_rkey[r]);
+        if (st || p->access != OS_PEER_REMOTE)
             continue;
         if (w->flavor != OS_FLAVOR_DYNAMIC)
-            p->base = (char *)(uintptr_t)bases[r];
-        if (lens[r])
-            st = os_ucx_rkey_unpack(p->world, keys + displs[r], &p->rkey);
+            p->base = (char *)(uintptr_t)all[r].base;
+        p->rdma_world = all[r].rdma_world;
+        /* Unpacked toward the key's owner, whose endpoint carries the RDMA:
+         * on RDMA hardware a key is valid only there. */
+        if (all[r].key_len)
+            st = os_ucx_rkey_unpack(p->rdma_world, keys + displs[r], &p->rkey);
+        /* Zero-copy as far as this process's UCX shows it: memory UCX
+         * allocated, which one of its shared-memory transports maps here
+         * (not with ONESIDED_UCX_TLS=tcp,self, say, which emulates it).
+         * UCX 1.13 cannot tell which lane an RDMA operation takes, so on
+         * RDMA hardware between real hosts the count says emulated. */
+        p->zero_copy = !st && all[r].zero_copy &&
+                       os_ucx_rkey_ptr(p->rkey, all[r].base) != NULL;
+        os_ucx_report_transports(p->rdma_world);
     }
-    free(keys);
-    free(lens);
-    free(displs);
-    free(bases);
-    if (!st)
-        st = lock_word_setup(w);
     if (!st && w->cfg.progress)
         st = os_ucx_progress_thread_start();
+out:
+    free(keys);
+    free(mykeys);
+    free(all);
+    free(lens);
+    free(displs);
     return st;
 }
 

@@ -41,10 +41,29 @@ static int cache_keyval = MPI_KEYVAL_INVALID;
 /* The host MPI's info for a window handle created without hints. */
 static MPI_Info pristine = MPI_INFO_NULL;
 
+static void data_release(os_shell_t *s)
+{
+    if (!s->data_ucx) {
+        os_shm_destroy(&s->data);
+        return;
+    }
+    if (s->node_rank == 0)
+        os_ucx_mem_unmap(&s->data_reg);
+    else
+        os_ucx_rkey_destroy(s->data_rkey);
+    free(s->data_key);
+    s->data_rkey = NULL;
+    s->data_key = NULL;
+    s->data_key_len = 0;
+    s->data_key_addr = 0;
+    s->data_ucx = s->data_zero_copy = false;
+    s->data = (os_shm_seg_t){ 0 };
+}
+
 static void shell_destroy(os_shell_t *s)
 {
     os_shm_destroy(&s->ctl);
-    os_shm_destroy(&s->data);
+    data_release(s);
     if (s->handle != MPI_WIN_NULL)
         PMPI_Win_free(&s->handle);
     if (s->node != MPI_COMM_NULL)
@@ -253,13 +272,75 @@ os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints, bool shared)
                              : OS_ERR(OS_ERR_INFO, "the host MPI refused the window's hints");
 }
 
+/* The data of a window spanning nodes, allocated through UCX: the node's
+ * first process allocates it (UCP_MEM_MAP_ALLOCATE puts it in a System V
+ * or POSIX shared-memory segment), the others map it with ucp_rkey_ptr,
+ * and other nodes get the packed key (os_remote_win_setup). Memory UCX
+ * allocated is memory its transports reach from the origin alone: shared
+ * memory between processes of one host (virtual nodes), registered memory
+ * for RDMA hardware. Memory it did not allocate it can only reach through
+ * the target's own progress (a request served by its worker). Node-mates
+ * share nothing here but what UCX itself maps, which keeps virtual nodes
+ * honest. False (and nothing kept) when UCX cannot allocate shareable
+ * memory on every process of the node: the caller falls back to our own
+ * segment, reached by emulated RDMA. Collective over the node. */
+static bool data_create_ucx(os_shell_t *s, size_t bytes)
+{
+    struct { int len; int zero_copy; uint64_t addr; } d = { 0, 0, 0 };
+    void *addr = NULL, *probe = NULL;
+    int ok;
+    if (s->node_rank == 0 && os_ucx_mem_alloc(bytes, &s->data_reg, &addr) == OS_OK) {
+        d.len = (int)s->data_reg.rkey_len;
+        d.addr = (uint64_t)(uintptr_t)addr;
+        /* Whether UCX can map it at all: ask our own key through the
+         * endpoint to ourselves. Heap memory (UCX's last resort) cannot. */
+        if (os_ucx_rkey_unpack(s->node_first, s->data_reg.rkey_buf, &probe) == OS_OK) {
+            d.zero_copy = os_ucx_rkey_ptr(probe, d.addr) != NULL;
+            os_ucx_rkey_destroy(probe);
+        }
+    }
+    PMPI_Bcast(&d, sizeof d, MPI_BYTE, 0, s->node);
+    ok = d.len > 0 && (d.zero_copy || s->node_size == 1);
+    if (d.len > 0) {
+        /* The key, in chunks: a process that cannot hold it still takes
+         * part in the broadcast (and then refuses). */
+        char sink[256];
+        if (!(s->data_key = malloc((size_t)d.len)))
+            ok = 0;
+        else if (s->node_rank == 0)
+            memcpy(s->data_key, s->data_reg.rkey_buf, (size_t)d.len);
+        for (int off = 0; off < d.len; off += (int)sizeof sink) {
+            int n = d.len - off < (int)sizeof sink ? d.len - off : (int)sizeof sink;
+            PMPI_Bcast(s->data_key ? s->data_key + off : sink, n, MPI_BYTE, 0, s->node);
+        }
+    }
+    if (ok && s->node_rank != 0) {
+        ok = os_ucx_rkey_unpack(s->node_first, s->data_key, &s->data_rkey) == OS_OK &&
+             (addr = os_ucx_rkey_ptr(s->data_rkey, d.addr)) != NULL;
+    }
+    PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, s->node);
+    s->data_ucx = true; /* so that data_release undoes what was done */
+    if (!ok) {
+        data_release(s);
+        return false;
+    }
+    s->data_key_len = (size_t)d.len;
+    s->data_key_addr = d.addr;
+    s->data_zero_copy = d.zero_copy;
+    s->data = (os_shm_seg_t){ .addr = addr, .size = bytes };
+    return true;
+}
+
 os_status_t os_shell_data(os_shell_t *s, size_t bytes)
 {
     /* Collective over the node; `bytes` is the same in all its processes. */
     if (bytes <= s->data.size)
         return OS_OK;
-    os_shm_destroy(&s->data);
-    return os_shm_create(s->node, OS_ALIGN_UP(bytes, PAGE), &s->data);
+    data_release(s);
+    bytes = OS_ALIGN_UP(bytes, PAGE);
+    if (s->multinode && os_ucx_active() && data_create_ucx(s, bytes))
+        return OS_OK;
+    return os_shm_create(s->node, bytes, &s->data);
 }
 
 void os_shell_put(os_shell_t *s)
@@ -271,7 +352,7 @@ void os_shell_put(os_shell_t *s)
     PMPI_Win_set_name(s->handle, "");
     PMPI_Win_set_errhandler(s->handle, MPI_ERRORS_ARE_FATAL);
     if (s->data.size > KEEP_DATA_MAX)
-        os_shm_destroy(&s->data);
+        data_release(s);
     c->live--;
     if (c->comm_gone) {
         shell_destroy(s);

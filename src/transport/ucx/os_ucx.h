@@ -50,6 +50,15 @@ void os_ucx_mem_unmap(os_ucx_reg_t *reg);
 /* Unpack process `peer`'s packed key; *rkey is an opaque ucp_rkey_h. */
 os_status_t os_ucx_rkey_unpack(int peer, const void *buf, void **rkey);
 void os_ucx_rkey_destroy(void *rkey);
+/* This process's address of raddr in the memory behind rkey, when UCX can
+ * map it here (memory UCX allocated in a shared-memory segment, on this
+ * host); NULL otherwise. Node-mates share window memory this way, and a
+ * process asks it of its own key to learn whether other processes of the
+ * host reach its memory without its help. */
+void *os_ucx_rkey_ptr(void *rkey, uint64_t raddr);
+/* With ONESIDED_VERBOSE >= 1, the endpoint's lanes and protocols as UCX
+ * chose them (ucp_ep_print_info), once per process. */
+void os_ucx_report_transports(int peer);
 
 /* Nonblocking RDMA; complete (remotely, and the get's data arrived) after
  * os_ucx_flush of that peer. The buffers must stay valid until then. */
@@ -85,12 +94,16 @@ os_status_t os_ucx_am_reply(void *reply, unsigned id, const void *hdr, size_t hl
 /* Progress the worker once, then run the idle hook; returns events seen. */
 unsigned os_ucx_progress(void);
 /* A function run after every progress round, in any thread (the lock manager
- * retries its waiting requests there). */
-void os_ucx_set_idle_hook(void (*fn)(void));
+ * retries its waiting requests there); it returns true while it has such
+ * work waiting, which no message will announce. */
+void os_ucx_set_idle_hook(bool (*fn)(void));
 /* The progress thread: serves active messages while the application
- * computes. When idle it naps (20-200 us), so it does not take a core away;
- * while an application thread waits for the network (between
- * os_ucx_wait_begin and _end) it polls instead, yielding the core. */
+ * computes. When idle it sleeps on the worker's event descriptor, so that
+ * a request is served as soon as it arrives and an idle process uses no
+ * CPU; it wakes every OS_UCX_IDLE_US regardless, or every OS_UCX_RETRY_US
+ * while the idle hook has work. While an application thread waits for the
+ * network (between os_ucx_wait_begin and _end) that thread progresses. */
+enum { OS_UCX_IDLE_US = 1000, OS_UCX_RETRY_US = 50 };
 os_status_t os_ucx_progress_thread_start(void);
 bool os_ucx_progress_thread_running(void);
 void os_ucx_wait_begin(void);

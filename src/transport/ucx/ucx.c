@@ -1,9 +1,13 @@
 /* UCX transport: context, worker, endpoints, RDMA, atomics, active
  * messages and the progress thread. */
+#define _GNU_SOURCE /* ppoll */
 #include "os_ucx.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,12 +25,14 @@ static struct {
     pthread_mutex_t ep_lock;
     pthread_mutex_t progress_lock; /* the token to progress the worker */
     struct { os_ucx_am_fn fn; void *arg; } am[MAX_AM_IDS];
-    void (*idle_hook)(void);
+    bool (*idle_hook)(void);
+    int efd;           /* the worker's event descriptor, -1 without one */
     pthread_t thread;
     bool thread_running;
     _Atomic bool stop;
     _Atomic int waiters; /* application threads waiting for the network */
-} U = { .ep_lock = PTHREAD_MUTEX_INITIALIZER, .progress_lock = PTHREAD_MUTEX_INITIALIZER };
+} U = { .ep_lock = PTHREAD_MUTEX_INITIALIZER, .progress_lock = PTHREAD_MUTEX_INITIALIZER,
+        .efd = -1 };
 
 static __thread bool in_progress_thread;
 
@@ -77,6 +83,9 @@ os_status_t os_ucx_init(void **addr, size_t *len)
         U.ctx = NULL;
         return ucs_err(s, "ucp_worker_create");
     }
+    /* The progress thread sleeps on it; without one it naps instead. */
+    if (ucp_worker_get_efd(U.worker, &U.efd) != UCS_OK)
+        U.efd = -1;
     ucp_address_t *a;
     s = ucp_worker_get_address(U.worker, &a, len);
     if (s != UCS_OK)
@@ -225,6 +234,7 @@ void os_ucx_finalize(void)
     U.worker = NULL;
     U.ctx = NULL;
     U.npeers = 0;
+    U.efd = -1;
 }
 
 /* ------------------------------------------------------------ memory */
@@ -287,7 +297,7 @@ void os_ucx_mem_unmap(os_ucx_reg_t *reg)
 
 os_status_t os_ucx_rkey_unpack(int peer, const void *buf, void **rkey)
 {
-    ucp_ep_h ep;
+    ucp_ep_h ep = NULL;
     os_status_t st = endpoint(peer, &ep);
     if (st)
         return st;
@@ -301,11 +311,34 @@ void os_ucx_rkey_destroy(void *rkey)
         ucp_rkey_destroy(rkey);
 }
 
+void *os_ucx_rkey_ptr(void *rkey, uint64_t raddr)
+{
+    void *p = NULL;
+    return rkey && ucp_rkey_ptr(rkey, raddr, &p) == UCS_OK ? p : NULL;
+}
+
+void os_ucx_report_transports(int peer)
+{
+    static _Atomic bool done;
+    ucp_ep_h ep = NULL;
+    if (os_log_level < 1 || atomic_exchange(&done, true) || endpoint(peer, &ep))
+        return;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return;
+    ucp_ep_print_info(ep, f);
+    fclose(f);
+    os_log(1, "UCX transports toward process %d:\n%s", peer, text);
+    free(text);
+}
+
 /* -------------------------------------------------------- RDMA, atomics */
 
 os_status_t os_ucx_put(int peer, const void *buf, size_t len, uint64_t raddr, void *rkey)
 {
-    ucp_ep_h ep;
+    ucp_ep_h ep = NULL;
     os_status_t st = endpoint(peer, &ep);
     if (st)
         return st;
@@ -315,7 +348,7 @@ os_status_t os_ucx_put(int peer, const void *buf, size_t len, uint64_t raddr, vo
 
 os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rkey)
 {
-    ucp_ep_h ep;
+    ucp_ep_h ep = NULL;
     os_status_t st = endpoint(peer, &ep);
     if (st)
         return st;
@@ -330,7 +363,7 @@ static os_status_t atomic_native(int peer, int op, size_t size, uint64_t value,
     static const ucp_atomic_op_t ops[] = { [OS_UCX_AMO_ADD] = UCP_ATOMIC_OP_ADD,
                                            [OS_UCX_AMO_SWAP] = UCP_ATOMIC_OP_SWAP,
                                            [OS_UCX_AMO_CSWAP] = UCP_ATOMIC_OP_CSWAP };
-    ucp_ep_h ep;
+    ucp_ep_h ep = NULL;
     if (size != 4 && size != 8)
         return OS_ERR(OS_ERR_ARG, "network atomic of %zu bytes", size);
     os_status_t st = endpoint(peer, &ep);
@@ -462,7 +495,7 @@ static os_status_t am_send_ep(ucp_ep_h ep, unsigned id, const void *hdr, size_t 
 os_status_t os_ucx_am_send(int peer, unsigned id, const void *hdr, size_t hlen,
                            const void *data, size_t dlen)
 {
-    ucp_ep_h ep;
+    ucp_ep_h ep = NULL;
     os_status_t st = endpoint(peer, &ep);
     if (st)
         return st;
@@ -521,39 +554,65 @@ unsigned os_ucx_progress(void)
         pthread_mutex_unlock(&U.progress_lock);
     }
     if (U.idle_hook)
-        U.idle_hook();
+        (void)U.idle_hook();
     return n;
 }
 
-void os_ucx_set_idle_hook(void (*fn)(void))
+void os_ucx_set_idle_hook(bool (*fn)(void))
 {
     U.idle_hook = fn;
 }
 
+/* Sleep until the worker has an event, or for at most timeout_us. The
+ * worker is armed under the progress token, so that no other thread
+ * progresses (and consumes the event that arming would report) between our
+ * last empty progress and the arm. Arming fails with BUSY when events are
+ * already pending: then we do not sleep at all. */
+static void sleep_on_worker(int timeout_us)
+{
+    if (U.efd < 0) {
+        usleep((useconds_t)timeout_us);
+        return;
+    }
+    ucs_status_t s;
+    pthread_mutex_lock(&U.progress_lock);
+    while (ucp_worker_progress(U.worker))
+        ;
+    s = ucp_worker_arm(U.worker);
+    pthread_mutex_unlock(&U.progress_lock);
+    if (s != UCS_OK)
+        return; /* UCS_ERR_BUSY: something arrived; progress it */
+    struct pollfd pfd = { .fd = U.efd, .events = POLLIN };
+    struct timespec ts = { .tv_sec = timeout_us / 1000000,
+                           .tv_nsec = (long)(timeout_us % 1000000) * 1000 };
+    (void)ppoll(&pfd, 1, &ts, NULL);
+}
+
+/* The progress thread. Why it sleeps on the worker's event descriptor and
+ * never spins with sched_yield: on a node whose cores are taken by
+ * processes that busy-poll inside the host MPI (MPICH does, in every
+ * blocking call), a thread that only yields stays runnable but gets the
+ * core back at the scheduler's next tick (4 ms at HZ=250), after every
+ * busy-polling thread of its run queue had its slice; a thread that sleeps
+ * and is woken by an event is run at once (the scheduler favours a waking
+ * sleeper). That tick was the 4 ms per operation of the first inter-node
+ * measurements. The timeout bounds two things: the idle hook's retries
+ * (lock requests wait for a CPU unlock, which sends no message), and a
+ * lost wake-up, which UCX 1.13's TCP transport has shown under load. */
 static void *progress_main(void *arg)
 {
     (void)arg;
     in_progress_thread = true;
-    unsigned idle = 0;
     while (!atomic_load_explicit(&U.stop, memory_order_acquire)) {
-        if (os_ucx_progress()) {
-            idle = 0;
-            continue;
+        unsigned n = 0;
+        if (!pthread_mutex_trylock(&U.progress_lock)) {
+            n = ucp_worker_progress(U.worker);
+            pthread_mutex_unlock(&U.progress_lock);
         }
-        if (atomic_load_explicit(&U.waiters, memory_order_relaxed)) {
-            /* An application thread waits and progresses for itself. */
-            usleep(20);
+        const bool busy = U.idle_hook && U.idle_hook();
+        if (n)
             continue;
-        }
-        /* Stay awake a little after activity (a reply is often followed by
-         * the next request), then nap. We do not sleep on the worker's event
-         * descriptor: over TCP, arming it raced with arriving data and left
-         * requests unserved; a short nap bounds the delay instead, and costs
-         * little CPU on an oversubscribed node. */
-        if (++idle < 64)
-            sched_yield();
-        else
-            usleep(idle < 1024 ? 20 : 200);
+        sleep_on_worker(busy ? OS_UCX_RETRY_US : OS_UCX_IDLE_US);
     }
     return NULL;
 }
