@@ -4,7 +4,7 @@
  * ranks 0 and 1 share a node and ranks 2 and 3 are another.
  *
  *   mpiexec -n 4 env ONESIDED_NODE_SIZE=2 lock_bench [--reps R] [--iters N] [--csv FILE]
- *                                                    [--only FIGURE]
+ *                                                    [--only FIGURE[,FIGURE...]]
  *
  * Rows: native (the host MPI's own RMA, PMPI_*) and onesided's three lock
  * designs, each a window created with info onesided_lock=<design> in the
@@ -13,6 +13,13 @@
  *   fig7  the same while the target computes for 0.3 s without MPI calls
  *   fig8  every rank locks rank+1 at once
  *   fig9  k contenders lock rank 0 (k = 1..3)
+ *   fig10 a ring whose every hop crosses nodes (0 -> 2 -> 1 -> 3 -> 0): each
+ *         rank waits for the token in its own window, then lock/put/unlock
+ *         passes it on, while every rank computes (chunks of 50 us, checking
+ *         its own window between chunks): time per hop
+ *   fig12 hierarchical task sharing: the leaders (0 and 2) lock-put-unlock
+ *         their node's other process, then each other, then their own again
+ *         (iters/4 times each): time per lock-put-unlock
  *   fig11 1000 intra-node lock/unlocks on rank 0 by rank 1, with rank 2
  *         locking rank 0 for x% of them (each a migration under the paper's
  *         policy): mean intra- and inter-node latency against x
@@ -52,9 +59,16 @@ static int rank, size, reps = 5, iters = 1000;
 static FILE *csv;
 static const char *only; /* run this figure alone */
 
+/* --only takes a comma-separated list of figures. */
 static bool wanted(const char *fig)
 {
-    return !only || !strcmp(only, fig);
+    if (!only)
+        return true;
+    size_t n = strlen(fig);
+    for (const char *p = only; (p = strstr(p, fig)); p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == ',' || !p[n]))
+            return true;
+    return false;
 }
 
 static double now(void)
@@ -259,6 +273,112 @@ static void migration(bwin_t *b, MPI_Comm pair, int n, int pct, double *intra, d
     *inter = bench_median(se, reps);
 }
 
+/* Figure 10: the ring. The token value in position p's window for lap l is
+ * 4l + p; position p passes 4l + p + 1 on. Every rank computes while it
+ * waits, and reads its own window (through the implementation, under a
+ * shared lock: a plain load is not synchronized with the host MPI's RMA)
+ * between chunks, the only MPI calls it makes until its turn. */
+static void compute_us(double us)
+{
+    volatile double sink = 0;
+    double t0 = now();
+    while ((now() - t0) * 1e6 < us)
+        for (int k = 0; k < 100; k++)
+            sink += k * 0.5;
+}
+
+static double ring_hop(bwin_t *b, int laps)
+{
+    static const int order[4] = { 0, 2, 1, 3 }; /* every hop crosses nodes */
+    const impl_t *m = b->row->impl;
+    int pos = 0;
+    for (int p = 0; p < 4; p++)
+        if (order[p] == rank)
+            pos = p;
+    const int next = order[(pos + 1) % 4];
+    double sample[64];
+    for (int r = 0; r < reps; r++) {
+        long zero = 0;
+        m->lock(MPI_LOCK_EXCLUSIVE, rank, 0, b->win);
+        m->put(&zero, 1, MPI_LONG, rank, 0, 1, MPI_LONG, b->win);
+        m->unlock(rank, b->win);
+        idle_barrier(MPI_COMM_WORLD);
+        double t0 = now();
+        for (long l = 0; l < laps; l++) {
+            const long want = 4 * l + pos;
+            for (long seen = -1; want > 0 && seen != want;) {
+                if (now() - t0 > 60)
+                    BENCH_FAIL("lock_bench", "%s, fig10: rank %d waited 60 s for token %ld "
+                               "(holds %ld)", b->row->name, rank, want, seen);
+                compute_us(50);
+                m->lock(MPI_LOCK_SHARED, rank, 0, b->win);
+                m->get(&seen, 1, MPI_LONG, rank, 0, 1, MPI_LONG, b->win);
+                m->unlock(rank, b->win);
+            }
+            long token = want + 1;
+            m->lock(MPI_LOCK_EXCLUSIVE, next, 0, b->win);
+            m->put(&token, 1, MPI_LONG, next, 0, 1, MPI_LONG, b->win);
+            m->unlock(next, b->win);
+        }
+        /* The last token reaches position 0 as 4 * laps. */
+        for (long seen = -1; pos == 0 && seen != 4L * laps;) {
+            compute_us(50);
+            m->lock(MPI_LOCK_SHARED, rank, 0, b->win);
+            m->get(&seen, 1, MPI_LONG, rank, 0, 1, MPI_LONG, b->win);
+            m->unlock(rank, b->win);
+        }
+        double t = now() - t0, tmax;
+        PMPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        sample[r] = tmax / (4.0 * laps) * 1e6;
+    }
+    idle_barrier(MPI_COMM_WORLD);
+    return bench_median(sample, reps);
+}
+
+/* Figure 12: one lock-put-unlock; the target's slot counts them. */
+static double lock_put_unlock(bwin_t *b, int target, long v)
+{
+    const impl_t *m = b->row->impl;
+    double t0 = now();
+    m->lock(MPI_LOCK_EXCLUSIVE, target, 0, b->win);
+    m->put(&v, 1, MPI_LONG, target, 0, 1, MPI_LONG, b->win);
+    m->unlock(target, b->win);
+    return now() - t0;
+}
+
+static double task_sharing(bwin_t *b, int n)
+{
+    const int leader = rank < 2 ? 0 : 2, mate = leader + 1, other = 2 - leader;
+    const impl_t *m = b->row->impl;
+    double sample[64];
+    for (int r = 0; r < reps; r++) {
+        double t = 0;
+        idle_barrier(MPI_COMM_WORLD);
+        if (rank == leader) {
+            for (int i = 1; i <= n; i++)
+                t += lock_put_unlock(b, mate, i);
+            for (int i = 1; i <= n; i++)
+                t += lock_put_unlock(b, other, i);
+            for (int i = n + 1; i <= 2 * n; i++)
+                t += lock_put_unlock(b, mate, i);
+        }
+        idle_barrier(MPI_COMM_WORLD);
+        /* Every slot holds the last value put into it. */
+        long here = -1, want = rank == leader ? n : 2L * n;
+        m->lock(MPI_LOCK_SHARED, rank, 0, b->win);
+        m->get(&here, 1, MPI_LONG, rank, 0, 1, MPI_LONG, b->win);
+        m->unlock(rank, b->win);
+        if (here != want && b->row->design)
+            BENCH_FAIL("lock_bench", "%s, fig12: rank %d holds %ld, expected %ld",
+                       b->row->name, rank, here, want);
+        double mean = rank == leader ? t / (3.0 * n) : 0, mx;
+        PMPI_Allreduce(&mean, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        sample[r] = mx * 1e6;
+    }
+    idle_barrier(MPI_COMM_WORLD);
+    return bench_median(sample, reps);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -316,6 +436,12 @@ int main(int argc, char **argv)
             snprintf(what, sizeof what, "%d contender%s on rank 0", c, c > 1 ? "s" : "");
             report("fig9", what, row, group_latency(&b, tgt, iters / 2));
         }
+        if (wanted("fig10"))
+            report("fig10", "ring across nodes, per hop", row,
+                   ring_hop(&b, iters / 50 > 0 ? iters / 50 : 1));
+        if (wanted("fig12"))
+            report("fig12", "task sharing, per lock-put-unlock", row,
+                   task_sharing(&b, iters / 4 > 0 ? iters / 4 : 1));
         static const int pcts[] = { 0, 1, 5, 10, 25, 50, 100 };
         for (size_t i = 0; i < sizeof pcts / sizeof pcts[0] && wanted("fig11"); i++) {
             double intra, inter;

@@ -144,6 +144,8 @@ typedef enum {
                                        memory UCX did not allocate (MPI_Win_create, or UCX had
                                        no shareable memory), which UCX can only emulate in the
                                        target's worker: each waits for the target's progress */
+    ONESIDED_STAT_REQUEST_DEFERRED, /* R* puts and gets to another node still moving when the call
+                                       returned: completed by MPI_Test or MPI_Wait (MPICH hosts) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -1,8 +1,21 @@
 /* MPI_Put ... MPI_Compare_and_swap, their R* and large-count forms. */
 #include "os_mpi.h"
 
-/* Requests of R* operations: the operation is complete when issued, so the
- * request is a generalized request completed at once. */
+#include <stdlib.h>
+
+/* Requests of R* operations are generalized requests. An operation that
+ * completed inside the call gets one completed at once. A put or get to
+ * another node completes later, when UCX has moved its data: with MPICH
+ * the request is an extended generalized request whose poll function
+ * progresses the network and completes it, called by MPICH's own
+ * MPI_Test and MPI_Wait (as ROMIO's nonblocking I/O does); other host MPIs
+ * (no MPIX_Grequest_start) get the put or get completed inside the call. */
+typedef struct {
+    os_ucx_done_t done;
+    MPI_Request req;
+    os_status_t st;
+} rreq_t;
+
 static int req_query(void *extra, MPI_Status *status)
 {
     (void)extra;
@@ -15,7 +28,7 @@ static int req_query(void *extra, MPI_Status *status)
 
 static int req_free(void *extra)
 {
-    (void)extra;
+    free(extra);
     return MPI_SUCCESS;
 }
 
@@ -34,12 +47,61 @@ static int completed_request(MPI_Request *req)
     return rc;
 }
 
+#ifdef MPICH_VERSION
+#define OS_DEFERRED_REQUESTS 1
+/* Called by MPICH's progress in MPI_Test, MPI_Wait and their kin, in
+ * whichever thread runs them; it completes the request at most once. */
+static int req_poll(void *extra, MPI_Status *status)
+{
+    (void)status;
+    rreq_t *r = extra;
+    if (r->req != MPI_REQUEST_NULL && os_remote_req_test(&r->done, &r->st)) {
+        MPI_Request req = r->req;
+        r->req = MPI_REQUEST_NULL;
+        return PMPI_Grequest_complete(req);
+    }
+    return MPI_SUCCESS;
+}
+
+/* MPI_Wait and its kin on requests of this kind: until each is complete. */
+static int req_wait(int count, void **states, double timeout, MPI_Status *status)
+{
+    (void)timeout;
+    for (int i = 0; i < count; i++) {
+        rreq_t *r = states[i];
+        os_backoff_t b = OS_BACKOFF_INIT;
+        while (r->req != MPI_REQUEST_NULL) {
+            int rc = req_poll(r, status);
+            if (rc != MPI_SUCCESS)
+                return rc;
+            if (r->req != MPI_REQUEST_NULL)
+                os_backoff_wait(&b);
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+static int deferred_request(rreq_t *r, MPI_Request *req)
+{
+    int rc = MPIX_Grequest_start(req_query, req_free, req_cancel, req_poll, req_wait, r, req);
+    if (rc != MPI_SUCCESS) {
+        free(r);
+        return rc;
+    }
+    r->req = *req;
+    return MPI_SUCCESS;
+}
+#else
+#define OS_DEFERRED_REQUESTS 0
+#endif
+
 /* Common path of every operation: handles, counts, types, op, then the engine. */
 static int issue(const char *call, MPI_Win win, os_rma_op_t *op, MPI_Datatype odt,
                  MPI_Datatype tdt, MPI_Datatype rdt, MPI_Op mop, MPI_Count ocount,
                  MPI_Count tcount, MPI_Count rcount, MPI_Request *req)
 {
     os_status_t st = OS_OK;
+    rreq_t *r = NULL;
     OS_WIN_ENTER(w, win);
     if (!w)
         return os_mpi_raise_win(win, call, OS_ERR(OS_ERR_WIN, "%s: not a window", call));
@@ -53,6 +115,13 @@ static int issue(const char *call, MPI_Win win, os_rma_op_t *op, MPI_Datatype od
     op->tcount = (size_t)tcount;
     op->rcount = (size_t)rcount;
     op->request = req != NULL;
+    /* A counter for puts and gets that may complete after the call. */
+    if (OS_DEFERRED_REQUESTS && req && w->multinode &&
+        (op->kind == OS_RMA_PUT || op->kind == OS_RMA_GET) && !(r = calloc(1, sizeof *r))) {
+        st = OS_ERR(OS_ERR_NOMEM, "%s: request", call);
+        goto out;
+    }
+    op->done = r ? &r->done : NULL;
     if (mop != MPI_OP_NULL || op->kind >= OS_RMA_ACC) {
         int o = op->kind == OS_RMA_CAS ? OS_OP_REPLACE : os_mpi_op(mop);
         if (o < 0) {
@@ -85,9 +154,28 @@ static int issue(const char *call, MPI_Win win, os_rma_op_t *op, MPI_Datatype od
     }
     st = os_rma_issue(w, op);
 out:
-    if (st)
+    if (st) {
+        /* What the failed call started still writes into r: wait for it. */
+        os_status_t ignored;
+        while (r && !os_remote_req_test(&r->done, &ignored))
+            ;
+        free(r);
         return os_mpi_raise_win(win, call, st);
-    return req ? completed_request(req) : MPI_SUCCESS;
+    }
+    if (!req)
+        return MPI_SUCCESS;
+#if OS_DEFERRED_REQUESTS
+    if (r && atomic_load_explicit(&r->done.pending, memory_order_acquire) > 0) {
+        OS_STAT(w, REQUEST_DEFERRED, 1);
+        return deferred_request(r, req);
+    }
+#endif
+    if (r && os_remote_req_test(&r->done, &st) && st) {
+        free(r);
+        return os_mpi_raise_win(win, call, st);
+    }
+    free(r);
+    return completed_request(req);
 }
 
 #define PUT_LIKE(NAME, KIND, CT, ORIGIN_CONST, REQ_DECL, REQ)                                  \

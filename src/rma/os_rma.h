@@ -155,6 +155,10 @@ typedef struct {
     size_t rcount;
     os_dtype_t *rtype;
     const void *compare;
+    /* R* forms: the request's counter. Puts and gets to another node's
+     * memory count themselves in it and complete at MPI_Wait or MPI_Test
+     * (os_remote_req_test); every other path completes before returning. */
+    os_ucx_done_t *done;
 } os_rma_op_t;
 
 /* How an accumulate keeps each element atomic (ops.c). */
@@ -362,6 +366,9 @@ os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr);
  * target (direct accumulate on memory UCX allocated): then batching it
  * would only make it wait for the target. */
 bool os_remote_acc_one_sided(const os_win_t *w, const os_rma_op_t *op, const char *taddr);
+/* Progress the network once; true when nothing counted in d is in flight
+ * (*st then says whether one failed). Any thread, any time. */
+bool os_remote_req_test(os_ucx_done_t *d, os_status_t *st);
 /* Remote completion of everything issued to target (all when target < 0). */
 os_status_t os_remote_flush(os_win_t *w, int target);
 /* Send operations kept under deferred locks (MPI_Win_sync). */

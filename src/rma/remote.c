@@ -571,12 +571,10 @@ static os_status_t call_grant(os_win_t *w, int target, req_hdr_t *h, const void 
     if (st)
         return st;
     os_backoff_t b = OS_BACKOFF_INIT;
-    os_ucx_wait_begin();
     while (!atomic_load_explicit(&slot.done, memory_order_acquire)) {
         progress_hook();
         os_backoff_wait(&b);
     }
-    os_ucx_wait_end();
     if (grant)
         *grant = slot.grant;
     if (slot.status)
@@ -688,8 +686,8 @@ static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
             break;
         size_t n = lt < ll ? lt : ll;
         st = op->kind == OS_RMA_PUT
-                 ? os_ucx_put(p->rdma_world, pl, n, (uint64_t)(uintptr_t)pt, p->rkey)
-                 : os_ucx_get(p->rdma_world, pl, n, (uint64_t)(uintptr_t)pt, p->rkey);
+                 ? os_ucx_put(p->rdma_world, pl, n, (uint64_t)(uintptr_t)pt, p->rkey, op->done)
+                 : os_ucx_get(p->rdma_world, pl, n, (uint64_t)(uintptr_t)pt, p->rkey, op->done);
         pt += n;
         pl += n;
         lt -= n;
@@ -703,16 +701,26 @@ static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
     return st;
 }
 
+bool os_remote_req_test(os_ucx_done_t *d, os_status_t *st)
+{
+    if (atomic_load_explicit(&d->pending, memory_order_acquire) > 0)
+        progress_hook();
+    if (atomic_load_explicit(&d->pending, memory_order_acquire) > 0)
+        return false;
+    *st = atomic_load_explicit(&d->failed, memory_order_relaxed)
+              ? OS_ERR(OS_ERR_OTHER, "UCX: a request-based put or get failed")
+              : OS_OK;
+    return true;
+}
+
 /* Until every accumulate sent to target as a request has been applied. */
 static void await_acks(os_win_t *w, int target)
 {
     os_backoff_t b = OS_BACKOFF_INIT;
-    os_ucx_wait_begin();
     while (atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0) {
         progress_hook();
         os_backoff_wait(&b);
     }
-    os_ucx_wait_end();
 }
 
 /* ------------------------------------------------------ lock piggybacking */
@@ -953,9 +961,9 @@ os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
     }
     if ((op->kind == OS_RMA_PUT || op->kind == OS_RMA_GET) && !dynamic && !keep) {
         st = rdma(w, op, taddr);
-        /* An R* request is complete when it returns: the get's data is here
-         * and the put's buffer is free. */
-        if (!st && op->request)
+        /* An R* request without a counter is complete when it returns: the
+         * get's data is here and the put's buffer is free. */
+        if (!st && op->request && !op->done)
             st = os_remote_flush(w, op->target);
         return st;
     }

@@ -2,6 +2,8 @@
  * flavor, results checked element by element. */
 #include "common.h"
 
+#include "onesided.h"
+
 enum { N = 16 };
 enum { S_FENCE, S_FENCE_NOPRECEDE, S_PSCW, S_PSCW_NOCHECK, S_LOCK, S_LOCK_ALL, S_COUNT };
 static const char *const sync_name[S_COUNT] = { "fence", "fence+noprecede", "pscw",
@@ -195,6 +197,68 @@ static void large(int flavor)
     t_win_free(&t);
 }
 
+/* Many request-based operations in flight at once, completed by every
+ * kind of test and wait call, one freed unfinished. Between nodes the puts
+ * and gets complete at MPI_Test or MPI_Wait; over TCP (which cannot finish
+ * a 64 KB get inside the call) some must have been deferred. */
+static void outstanding_requests(int flavor)
+{
+    enum { NREQ = 16, CHUNK = 16384 }; /* ints per request */
+    const MPI_Aint bytes = (MPI_Aint)sizeof(int) * CHUNK * NREQ * 2;
+    t_win_t t = t_win_make(flavor, bytes, MPI_INFO_NULL);
+    int *win = (int *)t.base;
+    for (int i = 0; i < CHUNK * NREQ; i++)
+        win[i] = t_rank * 7 + i;
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int right = (t_rank + 1) % t_size;
+    int *in = malloc(sizeof(int) * CHUNK * NREQ), *out = malloc(sizeof(int) * CHUNK * NREQ);
+    for (int i = 0; i < CHUNK * NREQ; i++) {
+        in[i] = -1;
+        out[i] = t_rank * 3 + i;
+    }
+    MPI_Request get[NREQ], put[NREQ];
+    MPI_Win_lock_all(0, t.win);
+    for (int k = 0; k < NREQ; k++) {
+        MPI_Rget(in + k * CHUNK, CHUNK, MPI_INT, right, t_disp(&t, right, (MPI_Aint)sizeof(int) * k * CHUNK),
+                 CHUNK, MPI_INT, t.win, &get[k]);
+        MPI_Rput(out + k * CHUNK, CHUNK, MPI_INT, right,
+                 t_disp(&t, right, (MPI_Aint)sizeof(int) * (NREQ + k) * CHUNK), CHUNK, MPI_INT,
+                 t.win, &put[k]);
+    }
+    /* Gets: Testall until done, then the rest by Waitany, Waitsome, Waitall. */
+    int flag = 0, idx, n, idxs[NREQ];
+    for (int spins = 0; !flag && spins < 3; spins++)
+        MPI_Testall(4, get, &flag, MPI_STATUSES_IGNORE);
+    if (!flag)
+        MPI_Waitall(4, get, MPI_STATUSES_IGNORE);
+    MPI_Waitany(NREQ - 4, get + 4, &idx, MPI_STATUS_IGNORE);
+    MPI_Waitsome(NREQ - 4, get + 4, &n, idxs, MPI_STATUSES_IGNORE);
+    MPI_Waitall(NREQ, get, MPI_STATUSES_IGNORE);
+    int ok = 1;
+    for (int i = 0; i < CHUNK * NREQ; i++)
+        ok &= in[i] == right * 7 + i;
+    CHECK(ok, "%s: data of %d outstanding Rgets", flavor_name[flavor], NREQ);
+    /* Puts: one freed unfinished (unlock completes it), the others waited. */
+    MPI_Request_free(&put[0]);
+    MPI_Waitall(NREQ - 1, put + 1, MPI_STATUSES_IGNORE);
+    onesided_win_stats_t st;
+    onesided_win_get_stats(t.win, &st);
+    MPI_Win_unlock_all(t.win);
+    const char *tls = getenv("ONESIDED_UCX_TLS");
+    if (t_virtual_node_size() && tls && !strncmp(tls, "tcp", 3))
+        CHECK(st.counter[ONESIDED_STAT_REQUEST_DEFERRED] > 0,
+              "%s: no Rget over TCP was left in flight", flavor_name[flavor]);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int left = (t_rank + t_size - 1) % t_size;
+    ok = 1;
+    for (int i = 0; i < CHUNK * NREQ; i++)
+        ok &= win[NREQ * CHUNK + i] == left * 3 + i;
+    CHECK(ok, "%s: data of %d outstanding Rputs", flavor_name[flavor], NREQ);
+    free(in);
+    free(out);
+    t_win_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -205,6 +269,8 @@ int main(int argc, char **argv)
         large(f);
     }
     proc_null();
+    outstanding_requests(F_ALLOCATE);
+    outstanding_requests(F_CREATE);
     MPI_Group_free(&world_group);
     return t_finish("test_ops");
 }

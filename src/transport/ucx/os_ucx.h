@@ -3,12 +3,14 @@
  * or virtual) nodes. RDMA put/get on registered memory, 64-bit network
  * atomics, and active messages for everything the target must do itself.
  *
- * The worker is created in UCS_THREAD_MODE_MULTI: the application thread
- * sends while the progress thread, when it runs, is the one thread that
- * progresses it (otherwise the application thread progresses it while it
- * waits). Active-message handlers run in the progressing thread; they must
- * not block and must not wait for other messages. This layer knows nothing about MPI: processes are named by
- * their index in the address table the caller installs (MPI_COMM_WORLD rank).
+ * Every function here may be called from any thread: one lock of ours
+ * (ucx.c says why not UCX's own) serializes the calls into UCX, so that the
+ * application thread sends while the progress thread, when it runs,
+ * progresses the worker (otherwise the application thread progresses it
+ * while it waits). Active-message handlers run in the progressing thread;
+ * they must not block and must not wait for other messages. This layer
+ * knows nothing about MPI: processes are named by their index in the
+ * address table the caller installs (MPI_COMM_WORLD rank).
  */
 #ifndef OS_UCX_H
 #define OS_UCX_H
@@ -60,10 +62,23 @@ void *os_ucx_rkey_ptr(void *rkey, uint64_t raddr);
  * chose them (ucp_ep_print_info), once per process. */
 void os_ucx_report_transports(int peer);
 
+/* Operations in flight that the caller completes one by one (request-based
+ * RMA): each put or get given one counts itself in `pending` until UCX
+ * completes it locally (a put's buffer may be reused, a get's data is
+ * here); `failed` is set when one failed. Updated by whichever thread
+ * progresses the worker. */
+typedef struct {
+    _Atomic int pending;
+    _Atomic int failed;
+} os_ucx_done_t;
+
 /* Nonblocking RDMA; complete (remotely, and the get's data arrived) after
- * os_ucx_flush of that peer. The buffers must stay valid until then. */
-os_status_t os_ucx_put(int peer, const void *buf, size_t len, uint64_t raddr, void *rkey);
-os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rkey);
+ * os_ucx_flush of that peer, or locally when `done` (may be NULL) says so.
+ * The buffers must stay valid until then. */
+os_status_t os_ucx_put(int peer, const void *buf, size_t len, uint64_t raddr, void *rkey,
+                       os_ucx_done_t *done);
+os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rkey,
+                       os_ucx_done_t *done);
 /* Blocking network atomic on `size` (4 or 8) bytes, done at the target when
  * it returns and coherent with CPU atomics on the target's node (UCX atomic
  * mode "cpu"): op is one of OS_UCX_AMO_*; for CSWAP, *result holds the
@@ -101,13 +116,12 @@ void os_ucx_set_idle_hook(bool (*fn)(void));
  * computes. When idle it sleeps on the worker's event descriptor, so that
  * a request is served as soon as it arrives and an idle process uses no
  * CPU; it wakes every OS_UCX_IDLE_US regardless, or every OS_UCX_RETRY_US
- * while the idle hook has work. While an application thread waits for the
- * network (between os_ucx_wait_begin and _end) that thread progresses. */
+ * while the idle hook has work. An application thread that waits for the
+ * network progresses the worker itself (os_ucx_progress) whenever the
+ * progress thread is not at it. */
 enum { OS_UCX_IDLE_US = 1000, OS_UCX_RETRY_US = 50 };
 os_status_t os_ucx_progress_thread_start(void);
 bool os_ucx_progress_thread_running(void);
-void os_ucx_wait_begin(void);
-void os_ucx_wait_end(void);
 /* True in the progress thread. */
 bool os_ucx_in_progress_thread(void);
 

@@ -22,17 +22,26 @@ static struct {
     char *addrs;       /* every process's worker address */
     size_t *off, *len;
     ucp_ep_h *eps;     /* created on first use */
-    pthread_mutex_t ep_lock;
-    pthread_mutex_t progress_lock; /* the token to progress the worker */
+    /* Every call into the worker, the context, endpoints, keys and requests
+     * holds it (recursive: active-message handlers send under it). */
+    pthread_mutex_t lock;
     struct { os_ucx_am_fn fn; void *arg; } am[MAX_AM_IDS];
     bool (*idle_hook)(void);
     int efd;           /* the worker's event descriptor, -1 without one */
     pthread_t thread;
     bool thread_running;
     _Atomic bool stop;
-    _Atomic int waiters; /* application threads waiting for the network */
-} U = { .ep_lock = PTHREAD_MUTEX_INITIALIZER, .progress_lock = PTHREAD_MUTEX_INITIALIZER,
-        .efd = -1 };
+} U = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .efd = -1 };
+
+/* Why our own lock and a worker in UCS_THREAD_MODE_SERIALIZED, not UCX's
+ * THREAD_MODE_MULTI: MULTI guards the worker with a spinlock. With more
+ * threads than cores (the application's, the progress thread, the host
+ * MPI's busy-polling), a thread that spins for a lock whose holder was
+ * preempted spins for the holder's whole time slice: 40% of a virtual-node
+ * benchmark's cycles went to pthread_spin_lock, and a 32 KB put took 150 us
+ * instead of 2. A mutex sleeps and hands the core to the holder. */
+#define LOCK() pthread_mutex_lock(&U.lock)
+#define UNLOCK() pthread_mutex_unlock(&U.lock)
 
 static __thread bool in_progress_thread;
 
@@ -74,9 +83,10 @@ os_status_t os_ucx_init(void **addr, size_t *len)
     ucp_config_release(config);
     if (s != UCS_OK)
         return ucs_err(s, "ucp_init");
-    /* Two threads progress the worker: the application's and ours. */
+    /* Two threads use the worker, the application's and ours, one at a
+     * time under U.lock (above). */
     ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                               .thread_mode = UCS_THREAD_MODE_MULTI };
+                               .thread_mode = UCS_THREAD_MODE_SERIALIZED };
     s = ucp_worker_create(U.ctx, &wp, &U.worker);
     if (s != UCS_OK) {
         ucp_cleanup(U.ctx);
@@ -123,7 +133,7 @@ static os_status_t endpoint(int peer, ucp_ep_h *ep)
         return OS_ERR(OS_ERR_RANK, "UCX: no address for process %d", peer);
     if ((*ep = U.eps[peer]))
         return OS_OK;
-    pthread_mutex_lock(&U.ep_lock);
+    LOCK();
     if (!U.eps[peer]) {
         ucp_ep_params_t ep_params = {
             .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
@@ -134,7 +144,7 @@ static os_status_t endpoint(int peer, ucp_ep_h *ep)
             st = ucs_err(s, "ucp_ep_create");
     }
     *ep = U.eps[peer];
-    pthread_mutex_unlock(&U.ep_lock);
+    UNLOCK();
     return st;
 }
 
@@ -147,13 +157,17 @@ static os_status_t wait_req(void *req, const char *what)
         return ucs_err(UCS_PTR_STATUS(req), what);
     os_backoff_t b = OS_BACKOFF_INIT;
     ucs_status_t s;
-    os_ucx_wait_begin();
-    while ((s = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+    for (;;) {
+        LOCK();
+        s = ucp_request_check_status(req);
+        if (s != UCS_INPROGRESS)
+            break;
+        UNLOCK();
         if (!os_ucx_progress())
             os_backoff_wait(&b);
     }
-    os_ucx_wait_end();
     ucp_request_free(req);
+    UNLOCK();
     return s == UCS_OK ? OS_OK : ucs_err(s, what);
 }
 
@@ -164,7 +178,9 @@ static os_status_t release_req(void *req, const char *what)
         return OS_OK;
     if (UCS_PTR_IS_ERR(req))
         return ucs_err(UCS_PTR_STATUS(req), what);
+    LOCK();
     ucp_request_free(req);
+    UNLOCK();
     return OS_OK;
 }
 
@@ -243,17 +259,22 @@ void os_ucx_finalize(void)
 static os_status_t map_and_pack(const ucp_mem_map_params_t *mp, os_ucx_reg_t *reg, void **addr)
 {
     ucp_mem_h memh;
+    LOCK();
     ucs_status_t s = ucp_mem_map(U.ctx, mp, &memh);
-    if (s != UCS_OK)
+    if (s != UCS_OK) {
+        UNLOCK();
         return ucs_err(s, "ucp_mem_map");
+    }
     ucp_mem_attr_t attr = { .field_mask = UCP_MEM_ATTR_FIELD_ADDRESS };
     void *buf;
     size_t blen;
     if ((s = ucp_mem_query(memh, &attr)) != UCS_OK ||
         (s = ucp_rkey_pack(U.ctx, memh, &buf, &blen)) != UCS_OK) {
         ucp_mem_unmap(U.ctx, memh);
+        UNLOCK();
         return ucs_err(s, "registering memory");
     }
+    UNLOCK();
     reg->memh = memh;
     reg->rkey_buf = buf;
     reg->rkey_len = blen;
@@ -288,10 +309,12 @@ os_status_t os_ucx_mem_alloc(size_t len, os_ucx_reg_t *reg, void **addr)
 
 void os_ucx_mem_unmap(os_ucx_reg_t *reg)
 {
+    LOCK();
     if (reg->rkey_buf)
         ucp_rkey_buffer_release(reg->rkey_buf);
     if (reg->memh)
         ucp_mem_unmap(U.ctx, reg->memh);
+    UNLOCK();
     reg->memh = reg->rkey_buf = NULL;
 }
 
@@ -301,20 +324,30 @@ os_status_t os_ucx_rkey_unpack(int peer, const void *buf, void **rkey)
     os_status_t st = endpoint(peer, &ep);
     if (st)
         return st;
+    LOCK();
     ucs_status_t s = ucp_ep_rkey_unpack(ep, buf, (ucp_rkey_h *)rkey);
+    UNLOCK();
     return s == UCS_OK ? OS_OK : ucs_err(s, "ucp_ep_rkey_unpack");
 }
 
 void os_ucx_rkey_destroy(void *rkey)
 {
-    if (rkey)
-        ucp_rkey_destroy(rkey);
+    if (!rkey)
+        return;
+    LOCK();
+    ucp_rkey_destroy(rkey);
+    UNLOCK();
 }
 
 void *os_ucx_rkey_ptr(void *rkey, uint64_t raddr)
 {
     void *p = NULL;
-    return rkey && ucp_rkey_ptr(rkey, raddr, &p) == UCS_OK ? p : NULL;
+    if (!rkey)
+        return NULL;
+    LOCK();
+    ucs_status_t s = ucp_rkey_ptr(rkey, raddr, &p);
+    UNLOCK();
+    return s == UCS_OK ? p : NULL;
 }
 
 void os_ucx_report_transports(int peer)
@@ -328,7 +361,9 @@ void os_ucx_report_transports(int peer)
     FILE *f = open_memstream(&text, &len);
     if (!f)
         return;
+    LOCK();
     ucp_ep_print_info(ep, f);
+    UNLOCK();
     fclose(f);
     os_log(1, "UCX transports toward process %d:\n%s", peer, text);
     free(text);
@@ -336,24 +371,52 @@ void os_ucx_report_transports(int peer)
 
 /* -------------------------------------------------------- RDMA, atomics */
 
-os_status_t os_ucx_put(int peer, const void *buf, size_t len, uint64_t raddr, void *rkey)
+static void rma_done(void *request, ucs_status_t status, void *user_data)
 {
-    ucp_ep_h ep = NULL;
-    os_status_t st = endpoint(peer, &ep);
-    if (st)
-        return st;
-    ucp_request_param_t p = { .op_attr_mask = 0 };
-    return release_req(ucp_put_nbx(ep, buf, len, raddr, rkey, &p), "ucp_put_nbx");
+    os_ucx_done_t *d = user_data;
+    if (status != UCS_OK)
+        atomic_store_explicit(&d->failed, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&d->pending, 1, memory_order_release);
+    ucp_request_free(request);
 }
 
-os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rkey)
+/* A put or get: released to finish on its own, or counted in `done`. */
+static os_status_t rma(bool put, int peer, void *buf, size_t len, uint64_t raddr, void *rkey,
+                       os_ucx_done_t *done)
 {
     ucp_ep_h ep = NULL;
     os_status_t st = endpoint(peer, &ep);
     if (st)
         return st;
     ucp_request_param_t p = { .op_attr_mask = 0 };
-    return release_req(ucp_get_nbx(ep, buf, len, raddr, rkey, &p), "ucp_get_nbx");
+    if (done) {
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        p.cb.send = rma_done;
+        p.user_data = done;
+    }
+    LOCK();
+    void *req = put ? ucp_put_nbx(ep, buf, len, raddr, rkey, &p)
+                    : ucp_get_nbx(ep, buf, len, raddr, rkey, &p);
+    /* Counted under the lock: the callback cannot run before. */
+    if (done && req && !UCS_PTR_IS_ERR(req))
+        atomic_fetch_add_explicit(&done->pending, 1, memory_order_relaxed);
+    UNLOCK();
+    if (done)
+        return UCS_PTR_IS_ERR(req) ? ucs_err(UCS_PTR_STATUS(req), put ? "ucp_put_nbx" : "ucp_get_nbx")
+                                   : OS_OK;
+    return release_req(req, put ? "ucp_put_nbx" : "ucp_get_nbx");
+}
+
+os_status_t os_ucx_put(int peer, const void *buf, size_t len, uint64_t raddr, void *rkey,
+                       os_ucx_done_t *done)
+{
+    return rma(true, peer, (void *)buf, len, raddr, rkey, done);
+}
+
+os_status_t os_ucx_get(int peer, void *buf, size_t len, uint64_t raddr, void *rkey,
+                       os_ucx_done_t *done)
+{
+    return rma(false, peer, buf, len, raddr, rkey, done);
 }
 
 static os_status_t atomic_native(int peer, int op, size_t size, uint64_t value,
@@ -394,8 +457,10 @@ static os_status_t atomic_native(int peer, int op, size_t size, uint64_t value,
         .datatype = ucp_dt_make_contig(size),
         .reply_buffer = &reply,
     };
-    st = wait_req(ucp_atomic_op_nbx(ep, ops[op], &buffer, 1, raddr, rkey, &p),
-                  "ucp_atomic_op_nbx");
+    LOCK();
+    void *req = ucp_atomic_op_nbx(ep, ops[op], &buffer, 1, raddr, rkey, &p);
+    UNLOCK();
+    st = wait_req(req, "ucp_atomic_op_nbx");
     if (!st && result)
         *result = size == 8 ? reply.u64 : reply.u32;
     return st;
@@ -440,11 +505,13 @@ os_status_t os_ucx_atomic(int peer, int op, size_t size, uint64_t value, uint64_
 os_status_t os_ucx_flush(int peer)
 {
     ucp_request_param_t p = { .op_attr_mask = 0 };
-    if (peer < 0)
-        return wait_req(ucp_worker_flush_nbx(U.worker, &p), "ucp_worker_flush_nbx");
-    if (peer >= U.npeers || !U.eps[peer])
+    void *req;
+    if (peer >= U.npeers || (peer >= 0 && !U.eps[peer]))
         return OS_OK; /* nothing was ever sent there */
-    return wait_req(ucp_ep_flush_nbx(U.eps[peer], &p), "ucp_ep_flush_nbx");
+    LOCK();
+    req = peer < 0 ? ucp_worker_flush_nbx(U.worker, &p) : ucp_ep_flush_nbx(U.eps[peer], &p);
+    UNLOCK();
+    return wait_req(req, peer < 0 ? "ucp_worker_flush_nbx" : "ucp_ep_flush_nbx");
 }
 
 /* ------------------------------------------------------ active messages */
@@ -477,7 +544,9 @@ os_status_t os_ucx_am_register(unsigned id, os_ucx_am_fn fn, void *arg)
         .arg = (void *)(uintptr_t)id,
         .flags = UCP_AM_FLAG_WHOLE_MSG,
     };
+    LOCK();
     ucs_status_t s = ucp_worker_set_am_recv_handler(U.worker, &hp);
+    UNLOCK();
     return s == UCS_OK ? OS_OK : ucs_err(s, "ucp_worker_set_am_recv_handler");
 }
 
@@ -527,7 +596,9 @@ static os_status_t am_send_ep(ucp_ep_h ep, unsigned id, const void *hdr, size_t 
         .cb.send = am_sent,
         .user_data = buf,
     };
+    LOCK();
     void *req = ucp_am_send_nbx(ep, id, buf, hlen, buf + hlen, dlen, &p);
+    UNLOCK();
     if (req == NULL) {
         free(buf);
         return OS_OK;
@@ -549,9 +620,9 @@ unsigned os_ucx_progress(void)
      * its completion). Never two at once: with two threads progressing,
      * UCX 1.13's TCP transport left messages undelivered under load. */
     unsigned n = 0;
-    if (U.worker && !pthread_mutex_trylock(&U.progress_lock)) {
+    if (U.worker && !pthread_mutex_trylock(&U.lock)) {
         n = ucp_worker_progress(U.worker);
-        pthread_mutex_unlock(&U.progress_lock);
+        UNLOCK();
     }
     if (U.idle_hook)
         (void)U.idle_hook();
@@ -575,11 +646,11 @@ static void sleep_on_worker(int timeout_us)
         return;
     }
     ucs_status_t s;
-    pthread_mutex_lock(&U.progress_lock);
+    LOCK();
     while (ucp_worker_progress(U.worker))
         ;
     s = ucp_worker_arm(U.worker);
-    pthread_mutex_unlock(&U.progress_lock);
+    UNLOCK();
     if (s != UCS_OK)
         return; /* UCS_ERR_BUSY: something arrived; progress it */
     struct pollfd pfd = { .fd = U.efd, .events = POLLIN };
@@ -605,9 +676,9 @@ static void *progress_main(void *arg)
     in_progress_thread = true;
     while (!atomic_load_explicit(&U.stop, memory_order_acquire)) {
         unsigned n = 0;
-        if (!pthread_mutex_trylock(&U.progress_lock)) {
+        if (!pthread_mutex_trylock(&U.lock)) {
             n = ucp_worker_progress(U.worker);
-            pthread_mutex_unlock(&U.progress_lock);
+            UNLOCK();
         }
         const bool busy = U.idle_hook && U.idle_hook();
         if (n)
@@ -626,16 +697,6 @@ os_status_t os_ucx_progress_thread_start(void)
         return OS_ERR(OS_ERR_OTHER, "cannot start the progress thread");
     U.thread_running = true;
     return OS_OK;
-}
-
-void os_ucx_wait_begin(void)
-{
-    atomic_fetch_add_explicit(&U.waiters, 1, memory_order_relaxed);
-}
-
-void os_ucx_wait_end(void)
-{
-    atomic_fetch_sub_explicit(&U.waiters, 1, memory_order_relaxed);
 }
 
 bool os_ucx_progress_thread_running(void)
