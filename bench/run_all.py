@@ -16,8 +16,11 @@ Runs, with a progress line each:
                  node (ONESIDED_NODE_SIZE=1), so onesided goes through UCX
                  while native MPICH keeps its shared memory (what onesided
                  must beat): microbench (idle and busy target), rma_sweep,
-                 randomaccess, and busy_epochs (1000 lock epoch pairs against
-                 a target computing 3 s, over UCX shared memory and TCP)
+                 randomaccess, busy_epochs (1000 lock epoch pairs against
+                 a target computing 3 s, over UCX shared memory and TCP) and
+                 rget_overlap (MPI_Rget hidden behind computation)
+  lock_bench     paper 000's Figures 6, 7, 9, 10 and 12 on two virtual nodes of
+                 two processes (4 processes), every lock design and native
   hpcc           Debian's hpcc (HPCC's own MPIRandomAccess), same machine, same run
 
 Every benchmark verifies its own results and exits non-zero on a wrong value;
@@ -225,6 +228,26 @@ def plots(out, data):
                 ax.legend(fontsize=7, ncol=2)
             save(fig, fname)
 
+    if data.get("lock_bench"):
+        rows = data["lock_bench"]
+        tests = list(dict.fromkeys((x["figure"], x["test"]) for x in rows))
+        designs = list(dict.fromkeys(x["design"] for x in rows))
+        fig, ax = plt.subplots(figsize=(11, 5))
+        width = 0.8 / len(designs)
+        palette = ["#c44e52", "#4c72b0", "#55a868", "#8172b2", "#ccb974", "#64b5cd"]
+        for k, d in enumerate(designs):
+            ys = [next((float(x["us"]) for x in rows if (x["figure"], x["test"]) == t and x["design"] == d), 0)
+                  for t in tests]
+            ax.bar([i + (k - len(designs) / 2 + 0.5) * width for i in range(len(tests))], ys, width,
+                   label=d, color=palette[k % len(palette)])
+        ax.set_xticks(list(range(len(tests))))
+        ax.set_xticklabels([f"{f}: {t}" for f, t in tests], rotation=30, ha="right", fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("µs per lock epoch (log scale, lower is better)")
+        ax.set_title("Paper 000's lock figures on two virtual nodes of two processes", fontsize=10)
+        ax.legend(fontsize=7, ncol=3)
+        save(fig, "lock_bench.png")
+
     # The 8-byte latencies; window creation and free (tens of µs) would
     # flatten them, and stand in the tables and the summary.
     for flavor, fname, title in [
@@ -277,6 +300,21 @@ def summarize(data):
                 for x in [y for y in bw if int(y["bytes"]) == 65536] + bw[-1:] if len(bw) > 1 else []:
                     rows.append((f"rma_sweep{tag} bandwidth", f"{op}/{s} {x['bytes']} B", float(x["native"]),
                                  float(x["onesided"]), "MB/s", "higher"))
+    for x in data.get("rget_overlap", []):
+        if x["impl"] == "onesided":
+            nat = [y for y in data["rget_overlap"] if y["impl"] == "native" and y["case"] == x["case"]
+                   and y["bytes"] == x["bytes"]]
+            if nat:
+                rows.append((f"rget_overlap ({x['case']})", f"hidden fraction {x['bytes']} B",
+                             float(nat[0]["hidden"]), float(x["hidden"]), "frac", "higher"))
+    lb = data.get("lock_bench", [])
+    for x in lb:
+        if x["design"] == "native":
+            continue
+        nat = [y for y in lb if y["design"] == "native" and y["figure"] == x["figure"] and y["test"] == x["test"]]
+        if nat:
+            rows.append((f"lock_bench vnode2 ({x['figure']})", f"{x['test']} [{x['design']}]",
+                         float(nat[0]["us"]), float(x["us"]), "us", "lower"))
     for x in data.get("busy_epochs", []):
         rows.append((f"busy_epochs ({x['case']})", x["benchmark"], float(x["native_us"]) / 1e6,
                      float(x["onesided_us"]) / 1e6, "s", "lower"))
@@ -366,9 +404,20 @@ def main():
         steps.append((f"busy_epochs-vnode1-{tls}", r.mpiexec(2, "busy_epochs",
                       "--epochs", 100 if smoke else 1000, "--compute", 0.5 if smoke else 3,
                       "--csv", os.path.join(a.out, f"busy_epochs-vnode1-{tls}.csv")), f"vnode1-{tls}", env))
+    steps.append(("rget_overlap-vnode1", r.mpiexec(2, "rget_overlap", "--reps", 3 if smoke else 11,
+                  "--csv", os.path.join(a.out, "rget_overlap-vnode1.csv")), "vnode1", vn))
+    steps.append(("rget_overlap-vnode1-tcp", r.mpiexec(2, "rget_overlap", "--reps", 3 if smoke else 11,
+                  "--csv", os.path.join(a.out, "rget_overlap-vnode1-tcp.csv")), "vnode1-tcp",
+                  dict(vn, ONESIDED_UCX_TLS="tcp,self")))
+    # Paper 000's lock figures on two virtual nodes of two processes.
+    steps.append(("lock_bench-vnode2", r.mpiexec(4, "lock_bench", "--reps", 3,
+                  "--iters", 40 if smoke else 200, "--only", "fig6,fig7,fig9,fig10,fig12",
+                  "--csv", os.path.join(a.out, "lock_bench-vnode2.csv")), "vnode2",
+                  {"ONESIDED_NODE_SIZE": "2"}))
     total = len(steps) + (0 if a.no_hpcc else 1)
 
-    data = {"microbench": [], "randomaccess": [], "rma_sweep_vnode1": [], "busy_epochs": []}
+    data = {"microbench": [], "randomaccess": [], "rma_sweep_vnode1": [], "busy_epochs": [],
+            "rget_overlap": [], "lock_bench": []}
     for i, (name, cmd, tag, env) in enumerate(steps, 1):
         if r.run(i, total, name, cmd, env=env) is None:
             continue
@@ -385,6 +434,12 @@ def main():
             data["randomaccess"] += rows
         elif name == "rma_sweep-vnode1":
             data["rma_sweep_vnode1"] = rows
+        elif name.startswith("rget_overlap"):
+            for x in rows:
+                x["case"] = tag
+            data["rget_overlap"] += rows
+        elif name.startswith("lock_bench"):
+            data["lock_bench"] = rows
         elif name.startswith("busy_epochs"):
             for x in rows:
                 x["case"] = tag

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-release --target os_microbench rma_sweep ghost_exchange randomaccess busy_epochs
+cmake --build build-release --target os_microbench rma_sweep ghost_exchange randomaccess busy_epochs rget_overlap lock_bench
 # matplotlib from PyPI, in a private environment
 if [ ! -x build-release/venv/bin/python ]; then
     python3 -m venv build-release/venv

@@ -57,7 +57,8 @@ for f in microbench-allocate.csv microbench-create.csv microbench-create_allocme
          sweep_bandwidth.png microbench.png microbench-vnode1-allocate.csv \
          microbench-vnode1-create.csv microbench-vnode1-allocate-busy.csv rma_sweep-vnode1.csv \
          randomaccess-vnode1.csv busy_epochs-vnode1-shm.csv busy_epochs-vnode1-tcp.csv \
-         microbench_vnode1.png microbench_vnode1_busy.png; do
+         microbench_vnode1.png microbench_vnode1_busy.png rget_overlap-vnode1.csv \
+         rget_overlap-vnode1-tcp.csv lock_bench-vnode2.csv lock_bench.png; do
     [ -s "build-release/smoke/$f" ] || { echo "main job smoke: missing output $f"; exit 1; }
 done
 grep -q '"failed": \[\]' build-release/smoke/summary.json ||

@@ -1128,11 +1128,27 @@ static os_status_t net_lock(os_win_t *w, int target, bool exclusive, bool *parke
     }
 }
 
+/* The release of a network lock goes right behind the epoch's operations,
+ * ordered by a fence, and one flush completes them all: one round trip
+ * instead of a flush and then a fetching atomic. Accumulates sent as
+ * requests are applied first (their acknowledgements). */
 static os_status_t net_unlock(os_win_t *w, int target, bool exclusive)
 {
+    const os_peer_t *p = &w->peers[target];
     os_nl_amo_t a = os_nl_release(exclusive);
-    return os_ucx_atomic(w->peers[target].world, OS_UCX_AMO_ADD, 8, a.value, NULL,
-                         w->nl_addr[target], w->nl_rkey[target]);
+    await_acks(w, target);
+    os_ucx_fence();
+    os_status_t st = os_ucx_atomic_post(p->world, OS_UCX_AMO_ADD, 8, a.value,
+                                        w->nl_addr[target], w->nl_rkey[target]);
+    os_status_t st2 = os_ucx_flush(p->world);
+    if (p->access == OS_PEER_REMOTE && w->dirty[target] && p->rdma_world != p->world) {
+        os_status_t st3 = os_ucx_flush(p->rdma_world);
+        if (!st2)
+            st2 = st3;
+    }
+    if (p->access == OS_PEER_REMOTE)
+        w->dirty[target] = 0;
+    return st ? st : st2;
 }
 
 os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive, bool *contended)
@@ -1218,6 +1234,10 @@ os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive)
         w->lock_how[target] = OS_HOLD_NONE;
         return unlock_deferred(w, target);
     }
+    if (w->lock_how[target] == OS_HOLD_NET) {
+        w->lock_how[target] = OS_HOLD_NONE;
+        return net_unlock(w, target, exclusive); /* flushes too */
+    }
     os_status_t st = os_remote_flush(w, target), st2 = OS_OK;
     switch (w->lock_how[target]) {
     case OS_HOLD_NONE: /* a deferred lock whose request failed */
@@ -1227,9 +1247,6 @@ os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive)
             os_lock_release_excl(&w->ctl[target].lock);
         else
             os_lock_release_shared(&w->ctl[target].lock);
-        break;
-    case OS_HOLD_NET:
-        st2 = net_unlock(w, target, exclusive);
         break;
     default: {
         req_hdr_t h = { .kind = K_UNLOCK, .op = exclusive };

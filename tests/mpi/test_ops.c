@@ -217,6 +217,7 @@ static void outstanding_requests(int flavor)
         out[i] = t_rank * 3 + i;
     }
     MPI_Request get[NREQ], put[NREQ];
+    MPI_Status sts[NREQ]; /* not MPI_STATUSES_IGNORE: GCC 12 warns on it here */
     MPI_Win_lock_all(0, t.win);
     for (int k = 0; k < NREQ; k++) {
         MPI_Rget(in + k * CHUNK, CHUNK, MPI_INT, right, t_disp(&t, right, (MPI_Aint)sizeof(int) * k * CHUNK),
@@ -228,19 +229,19 @@ static void outstanding_requests(int flavor)
     /* Gets: Testall until done, then the rest by Waitany, Waitsome, Waitall. */
     int flag = 0, idx, n, idxs[NREQ];
     for (int spins = 0; !flag && spins < 3; spins++)
-        MPI_Testall(4, get, &flag, MPI_STATUSES_IGNORE);
+        MPI_Testall(4, get, &flag, sts);
     if (!flag)
-        MPI_Waitall(4, get, MPI_STATUSES_IGNORE);
+        MPI_Waitall(4, get, sts);
     MPI_Waitany(NREQ - 4, get + 4, &idx, MPI_STATUS_IGNORE);
-    MPI_Waitsome(NREQ - 4, get + 4, &n, idxs, MPI_STATUSES_IGNORE);
-    MPI_Waitall(NREQ, get, MPI_STATUSES_IGNORE);
+    MPI_Waitsome(NREQ - 4, get + 4, &n, idxs, sts);
+    MPI_Waitall(NREQ, get, sts);
     int ok = 1;
     for (int i = 0; i < CHUNK * NREQ; i++)
         ok &= in[i] == right * 7 + i;
     CHECK(ok, "%s: data of %d outstanding Rgets", flavor_name[flavor], NREQ);
     /* Puts: one freed unfinished (unlock completes it), the others waited. */
     MPI_Request_free(&put[0]);
-    MPI_Waitall(NREQ - 1, put + 1, MPI_STATUSES_IGNORE);
+    MPI_Waitall(NREQ - 1, put + 1, sts);
     onesided_win_stats_t st;
     onesided_win_get_stats(t.win, &st);
     MPI_Win_unlock_all(t.win);

@@ -88,6 +88,13 @@ enum { OS_UCX_AMO_ADD, OS_UCX_AMO_SWAP, OS_UCX_AMO_CSWAP, OS_UCX_AMO_AND, OS_UCX
        OS_UCX_AMO_XOR };
 os_status_t os_ucx_atomic(int peer, int op, size_t size, uint64_t value, uint64_t *result,
                           uint64_t raddr, void *rkey);
+/* A network atomic that fetches nothing and is not waited for: done at the
+ * target once a later os_ucx_flush of `peer` returns. */
+os_status_t os_ucx_atomic_post(int peer, int op, size_t size, uint64_t value, uint64_t raddr,
+                               void *rkey);
+/* Operations issued after it reach their targets after those issued
+ * before it (to any peer). */
+void os_ucx_fence(void);
 /* Remote completion of everything issued to `peer` (all peers when peer < 0). */
 os_status_t os_ucx_flush(int peer);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <ucp/api/ucp.h>
 
@@ -502,6 +503,39 @@ os_status_t os_ucx_atomic(int peer, int op, size_t size, uint64_t value, uint64_
     return st;
 }
 
+os_status_t os_ucx_atomic_post(int peer, int op, size_t size, uint64_t value, uint64_t raddr,
+                               void *rkey)
+{
+    static const ucp_atomic_op_t ops[] = { [OS_UCX_AMO_ADD] = UCP_ATOMIC_OP_ADD,
+                                           [OS_UCX_AMO_SWAP] = UCP_ATOMIC_OP_SWAP };
+    ucp_ep_h ep = NULL;
+    if ((size != 4 && size != 8) || (op != OS_UCX_AMO_ADD && op != OS_UCX_AMO_SWAP))
+        return OS_ERR(OS_ERR_ARG, "posted network atomic %d of %zu bytes", op, size);
+    os_status_t st = endpoint(peer, &ep);
+    if (st)
+        return st;
+    union { uint64_t u64; uint32_t u32; } buffer;
+    if (size == 8)
+        buffer.u64 = value;
+    else
+        buffer.u32 = (uint32_t)value;
+    /* The operand is copied before the call returns (UCX copies it into the
+     * request when it cannot send at once). */
+    ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE,
+                              .datatype = ucp_dt_make_contig(size) };
+    LOCK();
+    void *req = ucp_atomic_op_nbx(ep, ops[op], &buffer, 1, raddr, rkey, &p);
+    UNLOCK();
+    return release_req(req, "ucp_atomic_op_nbx");
+}
+
+void os_ucx_fence(void)
+{
+    LOCK();
+    (void)ucp_worker_fence(U.worker);
+    UNLOCK();
+}
+
 os_status_t os_ucx_flush(int peer)
 {
     ucp_request_param_t p = { .op_attr_mask = 0 };
@@ -670,10 +704,32 @@ static void sleep_on_worker(int timeout_us)
  * measurements. The timeout bounds two things: the idle hook's retries
  * (lock requests wait for a CPU unlock, which sends no message), and a
  * lost wake-up, which UCX 1.13's TCP transport has shown under load. */
+/* Ask the scheduler for a short slice (Linux 6.12+ EEVDF: sched_runtime of
+ * a SCHED_OTHER thread). A thread with a short slice gets an early deadline
+ * and preempts the running one when it wakes, instead of waiting for that
+ * one's slice to end: a request is served within microseconds of its
+ * arrival although every core runs a busy-polling or computing thread. The
+ * thread is runnable for microseconds per request, so it takes little from
+ * the others. Older kernels refuse the call or ignore the field. */
+static void ask_short_slice(void)
+{
+#ifdef SYS_sched_setattr
+    struct {
+        uint32_t size, policy;
+        uint64_t flags;
+        int32_t nice;
+        uint32_t priority;
+        uint64_t runtime, deadline, period;
+    } attr = { .size = 48, .policy = 0 /* SCHED_OTHER */, .runtime = 100000 /* ns */ };
+    (void)syscall(SYS_sched_setattr, 0, &attr, 0);
+#endif
+}
+
 static void *progress_main(void *arg)
 {
     (void)arg;
     in_progress_thread = true;
+    ask_short_slice();
     while (!atomic_load_explicit(&U.stop, memory_order_acquire)) {
         unsigned n = 0;
         if (!pthread_mutex_trylock(&U.lock)) {
