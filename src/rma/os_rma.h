@@ -78,6 +78,7 @@ typedef struct {
     int rdma_world;   /* REMOTE: whose endpoint reaches the memory (the key's owner: the
                        * node's first process when UCX allocated the node's data) */
     bool zero_copy;   /* REMOTE: UCX reaches the memory without the peer's help */
+    bool word_zero_copy; /* ... and the peer's network lock word */
 } os_peer_t;
 
 /* Node-wide words, first in the segment. */

@@ -1131,12 +1131,22 @@ static os_status_t net_lock(os_win_t *w, int target, bool exclusive, bool *parke
 /* The release of a network lock goes right behind the epoch's operations,
  * ordered by a fence, and one flush completes them all: one round trip
  * instead of a flush and then a fetching atomic. Accumulates sent as
- * requests are applied first (their acknowledgements). */
+ * requests are applied first (their acknowledgements). The fence orders
+ * operations of one kind of path only: a put that UCX emulates (applied
+ * later by the target's worker) and a release done by a shared-memory
+ * atomic at once are not ordered by it, so that mix flushes the puts
+ * first (a reader took the lock and saw half a put before this rule). */
 static os_status_t net_unlock(os_win_t *w, int target, bool exclusive)
 {
     const os_peer_t *p = &w->peers[target];
     os_nl_amo_t a = os_nl_release(exclusive);
     await_acks(w, target);
+    if (p->access == OS_PEER_REMOTE && w->dirty[target] && p->zero_copy != p->word_zero_copy) {
+        os_status_t st = os_ucx_flush(p->rdma_world);
+        w->dirty[target] = 0;
+        if (st)
+            return st;
+    }
     os_ucx_fence();
     os_status_t st = os_ucx_atomic_post(p->world, OS_UCX_AMO_ADD, 8, a.value,
                                         w->nl_addr[target], w->nl_rkey[target]);
@@ -1416,6 +1426,7 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
         os_peer_t *p = &w->peers[r];
         w->nl_addr[r] = all[r].word;
         st = os_ucx_rkey_unpack(p->world, keys + displs[r] + all[r].key_len, &w->nl_rkey[r]);
+        p->word_zero_copy = !st && os_ucx_rkey_ptr(w->nl_rkey[r], all[r].word) != NULL;
         if (st || p->access != OS_PEER_REMOTE)
             continue;
         if (w->flavor != OS_FLAVOR_DYNAMIC)
