@@ -437,10 +437,10 @@ int main(int argc, char **argv)
             report("fig9", what, row, group_latency(&b, tgt, iters / 2));
         }
         if (wanted("fig10"))
-            report("fig10", "ring across nodes, per hop", row,
+            report("fig10", "ring across nodes: per hop", row,
                    ring_hop(&b, iters / 50 > 0 ? iters / 50 : 1));
         if (wanted("fig12"))
-            report("fig12", "task sharing, per op", row,
+            report("fig12", "task sharing: per op", row,
                    task_sharing(&b, iters / 4 > 0 ? iters / 4 : 1));
         static const int pcts[] = { 0, 1, 5, 10, 25, 50, 100 };
         for (size_t i = 0; i < sizeof pcts / sizeof pcts[0] && wanted("fig11"); i++) {

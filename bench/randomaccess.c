@@ -91,12 +91,6 @@ typedef struct {
     u64 off, val;
 } upd_t;
 
-static int cmp_upd(const void *a, const void *b)
-{
-    u64 x = ((const upd_t *)a)->off, y = ((const upd_t *)b)->off;
-    return (x > y) - (x < y);
-}
-
 /* Bucket `n` updates by owner into per-owner runs of `bucket` (counts in cnt). */
 static void bucketize(u64 *ran, int n, upd_t *bucket, int *cnt, int cap)
 {
@@ -177,10 +171,13 @@ static void one_sided(int v, const impl_t *m, MPI_Win win)
         }
     } else {
         /* Aggregation with datatypes (paper 001, Section 4.1). Words hit twice
-         * in one batch are combined first: a target datatype must not overlap. */
+         * in one batch are combined first: a target datatype must not overlap.
+         * slot[off] remembers where in this batch's run a word went (stamped
+         * with the batch, so it needs no clearing): no sort. */
         const int batch = v == V_ACC_AGG512 ? 512 : 1024;
         upd_t *bucket = malloc(sizeof(upd_t) * (size_t)nprocs * (size_t)batch);
         int *cnt = malloc(sizeof(int) * (size_t)nprocs), *disp = malloc(sizeof(int) * (size_t)batch);
+        u64 *slot = calloc(local_size, sizeof *slot), stamp = 0;
         for (u64 done = 0; done < nupdates; done += (u64)batch) {
             int n = nupdates - done < (u64)batch ? (int)(nupdates - done) : batch;
             bucketize(&ran, n, bucket, cnt, batch);
@@ -188,12 +185,15 @@ static void one_sided(int v, const impl_t *m, MPI_Win win)
                 upd_t *b = bucket + (size_t)o * (size_t)batch;
                 if (!cnt[o])
                     continue;
-                qsort(b, (size_t)cnt[o], sizeof *b, cmp_upd);
                 int k = 0;
+                stamp++;
                 for (int i = 0; i < cnt[o]; i++) {
-                    if (k && (u64)disp[k - 1] == b[i].off) {
-                        vals[k - 1] ^= b[i].val;
+                    /* slot: stamp in the high 32 bits, run index in the low */
+                    u64 sl = slot[b[i].off];
+                    if (sl >> 32 == stamp) {
+                        vals[sl & 0xffffffffu] ^= b[i].val;
                     } else {
+                        slot[b[i].off] = stamp << 32 | (u64)k;
                         disp[k] = (int)b[i].off;
                         vals[k++] = b[i].val;
                     }
@@ -207,7 +207,7 @@ static void one_sided(int v, const impl_t *m, MPI_Win win)
                 MPI_Type_free(&tt);
             }
         }
-        free(bucket); free(cnt); free(disp);
+        free(bucket); free(cnt); free(disp); free(slot);
     }
     if (epoch)
         m->unlock_all(win);
