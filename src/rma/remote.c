@@ -27,48 +27,18 @@
  *   fence           operations flushed, then one allreduce (and, when some
  *                   process queued operations, those and one barrier; sync.c)
  *
- * Requests are served during progress: by the progress thread, or by any
- * wait of the target process. Serving never blocks, because it may run
- * inside a wait of the same thread: a request that would have to wait for
- * the accumulate mutex (or for a bulk accumulate) is kept and retried.
+ * This file is the origin side; the target serves requests in
+ * remote_serve.c (the protocol between them: os_remote.h).
  */
-#include "os_rma.h"
+#include "os_remote.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { AM_REQUEST = 1, AM_REPLY = 2 };
+/* --------------------------------------------------------- the origin side */
 
-typedef enum {
-    K_ACC, K_FETCH, K_CAS, K_PUT, K_GET, K_LOCK, K_UNLOCK, K_POST, K_COMPLETE,
-    K_LOCK_OP /* lock, one operation (an inner header and its data), unlock */
-} req_kind_t;
-
-typedef struct {
-    uint64_t win;   /* window id, the same in every process */
-    uint64_t token; /* origin's reply slot; 0 = none */
-    int32_t src;    /* sender's rank in the window */
-    uint8_t kind;   /* req_kind_t */
-    uint8_t op;     /* os_op_t; K_LOCK, K_UNLOCK, K_LOCK_OP: 1 = exclusive */
-    uint8_t basic;
-    uint8_t ack;    /* reply by decrementing the sender's ack counter (token) */
-    uint32_t esize;
-    uint32_t nruns;
-    uint64_t bytes; /* origin data bytes after the runs */
-} req_hdr_t;
-
-typedef struct {
-    uint64_t token;
-    int32_t status; /* os_status_t at the target */
-    uint8_t ack;    /* token is an _Atomic int64_t counter to decrement */
-    uint8_t grant;  /* K_LOCK: grant_t */
-    uint8_t pad[2];
-} reply_hdr_t;
-
-/* How the lock manager answered a lock request (K_LOCK's `basic` is 1 for a
- * hybrid request, one that found the network word parked). */
-typedef enum { GRANT_CPU, GRANT_NET, GRANT_RETRY } grant_t;
+static uint64_t next_id = 1;
 
 /* An origin waiting for one reply. */
 typedef struct {
@@ -78,118 +48,6 @@ typedef struct {
     char *buf;
     size_t cap;
 } reply_slot_t;
-
-/* -------------------------------------------------------------- registry */
-
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static os_win_t **reg_wins;
-static int reg_n, reg_cap;
-static uint64_t next_id = 1;
-
-/* Requests kept for a retry, and lock requests waiting for their turn. */
-typedef struct pending {
-    struct pending *next;
-    void *reply;      /* the connection to answer on */
-    req_hdr_t h;
-    uint16_t ticket;  /* K_LOCK, K_LOCK_OP: the ticket drawn on the target's lock */
-    uint8_t wait;     /* K_LOCK: wait_t */
-    bool granted;     /* K_LOCK_OP: the lock is held, the operation waits for the mutex */
-    size_t dlen;
-    char data[];
-} pending_t;
-static pending_t *pending_head, **pending_tail = &pending_head;
-static _Atomic int npending;
-/* Hybrid managers away from CPU mode: they must be polled even with no
- * request kept (a migration back starts when a local locker waits). */
-static _Atomic int hyb_busy;
-
-/* What a kept lock request waits for. */
-typedef enum {
-    WAIT_TICKET,    /* its ticket on the CPU lock: then GRANT_CPU */
-    WAIT_MIGRATED,  /* the migration it started: then GRANT_NET */
-    WAIT_MIGRATION, /* the end of somebody else's migration: then GRANT_RETRY */
-} wait_t;
-
-static os_win_t *find_win(uint64_t id)
-{
-    os_win_t *w = NULL;
-    for (int i = 0; i < reg_n && !w; i++)
-        if (reg_wins[i]->id == id)
-            w = reg_wins[i];
-    return w;
-}
-
-/* --------------------------------------------------------------- replies */
-
-/* Lock order: the UCX worker's lock (held while a handler runs) before
- * reg_lock. Code that takes reg_lock outside a handler (the retry of kept
- * requests) must not call UCX until it lets go, so its replies wait in an
- * outbox of the thread. */
-typedef struct outbox {
-    struct outbox *next;
-    void *reply;
-    reply_hdr_t r;
-    size_t dlen;
-    char data[];
-} outbox_t;
-static __thread bool hold_replies;
-static __thread outbox_t *outbox;
-
-static void send_now(void *reply, const reply_hdr_t *r, const void *data, size_t dlen)
-{
-    os_status_t s = os_ucx_am_reply(reply, AM_REPLY, r, sizeof *r, data, dlen);
-    if (s)
-        os_log(1, "cannot answer a request: %s", os_status_name(s));
-}
-
-static void send_reply_grant(void *reply, const req_hdr_t *h, os_status_t st, uint8_t grant,
-                             const void *data, size_t dlen)
-{
-    if (!h->token)
-        return;
-    OS_DEBUG("reply kind %d to rank %d token %llx", h->kind, h->src, (unsigned long long)h->token);
-    reply_hdr_t r = { .token = h->token, .status = st, .ack = h->ack, .grant = grant };
-    if (!hold_replies) {
-        send_now(reply, &r, data, dlen);
-        return;
-    }
-    outbox_t *o = malloc(sizeof *o + dlen);
-    if (!o) {
-        os_log(1, "cannot answer rank %d: out of memory", h->src);
-        return;
-    }
-    o->reply = reply;
-    o->r = r;
-    o->dlen = dlen;
-    if (dlen)
-        memcpy(o->data, data, dlen);
-    o->next = outbox;
-    outbox = o;
-}
-
-static void send_reply(void *reply, const req_hdr_t *h, os_status_t st, const void *data,
-                       size_t dlen)
-{
-    send_reply_grant(reply, h, st, GRANT_CPU, data, dlen);
-}
-
-static void flush_outbox(void)
-{
-    /* Built newest first; send oldest first. */
-    outbox_t *rev = NULL;
-    while (outbox) {
-        outbox_t *o = outbox;
-        outbox = o->next;
-        o->next = rev;
-        rev = o;
-    }
-    while (rev) {
-        outbox_t *o = rev;
-        rev = o->next;
-        send_now(o->reply, &o->r, o->data, o->dlen);
-        free(o);
-    }
-}
 
 static void on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
                      size_t dlen)
@@ -215,324 +73,6 @@ static void on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const
     atomic_store_explicit(&slot->done, 1, memory_order_release);
 }
 
-/* ------------------------------------------------------- the target side */
-
-static void count_served(os_win_t *w)
-{
-    atomic_fetch_add_explicit(&w->served, 1, memory_order_relaxed);
-    if (os_ucx_in_progress_thread())
-        atomic_fetch_add_explicit(&w->served_thread, 1, memory_order_relaxed);
-}
-
-/* Resolve and check the runs of a request against this process's memory. */
-static os_status_t resolve(os_win_t *w, const req_hdr_t *h, const os_run_t *runs, char **addr)
-{
-    const os_peer_t *me = &w->peers[w->rank];
-    for (uint32_t i = 0; i < h->nruns; i++) {
-        if (w->flavor == OS_FLAVOR_DYNAMIC) {
-            if (!os_dyn_find(w, w->rank, runs[i].addr, runs[i].len))
-                return OS_ERR(OS_ERR_RANGE, "address 0x%lx+%lu of rank %d is not in memory "
-                              "attached to the dynamic window", (unsigned long)runs[i].addr,
-                              (unsigned long)runs[i].len, w->rank);
-            addr[i] = (char *)(uintptr_t)runs[i].addr;
-        } else {
-            if (runs[i].addr > (uint64_t)me->size || runs[i].len > (uint64_t)me->size - runs[i].addr)
-                return OS_ERR(OS_ERR_RANGE, "bytes [%lu, %lu) lie outside the window of rank %d",
-                              (unsigned long)runs[i].addr,
-                              (unsigned long)(runs[i].addr + runs[i].len), w->rank);
-            addr[i] = me->base + runs[i].addr;
-        }
-    }
-    return OS_OK;
-}
-
-/* Serve one data request; false when it must wait (kept for a retry). */
-static bool serve_op_aligned(os_win_t *w, void *reply, const req_hdr_t *h, const char *data);
-static bool serve_op(os_win_t *w, void *reply, const req_hdr_t *h, const char *data, size_t dlen)
-{
-    /* The network delivers bytes at any alignment; runs and elements are read
-     * as 8-byte words and CPU atomics, so realign first when needed. */
-    if (!((uintptr_t)data & 7))
-        return serve_op_aligned(w, reply, h, data);
-    char *copy = malloc(dlen ? dlen : 1);
-    if (!copy) {
-        send_reply(reply, h, OS_ERR(OS_ERR_NOMEM, "request of %zu bytes", dlen), NULL, 0);
-        return true;
-    }
-    memcpy(copy, data, dlen);
-    bool done = serve_op_aligned(w, reply, h, copy);
-    free(copy);
-    return done;
-}
-
-static bool serve_op_aligned(os_win_t *w, void *reply, const req_hdr_t *h, const char *data)
-{
-    const os_run_t *runs = (const os_run_t *)data;
-    const char *odata = data + h->nruns * sizeof(os_run_t);
-    size_t total = 0;
-    for (uint32_t i = 0; i < h->nruns; i++)
-        total += runs[i].len;
-    char *stack_addr[8], **addr = h->nruns <= 8 ? stack_addr : malloc(sizeof *addr * h->nruns);
-    char *out = NULL;
-    os_status_t st = addr ? resolve(w, h, runs, addr)
-                          : OS_ERR(OS_ERR_NOMEM, "request of %u runs", h->nruns);
-    bool fetch = h->kind == K_FETCH || h->kind == K_CAS || h->kind == K_GET;
-    if (!st && fetch && !(out = malloc(total ? total : 1)))
-        st = OS_ERR(OS_ERR_NOMEM, "reply of %zu bytes", total);
-    if (!st) {
-        switch (h->kind) {
-        case K_PUT:
-        case K_GET: {
-            size_t pos = 0;
-            for (uint32_t i = 0; i < h->nruns; pos += runs[i].len, i++) {
-                if (h->kind == K_PUT)
-                    memcpy(addr[i], odata + pos, runs[i].len);
-                else
-                    memcpy(out + pos, addr[i], runs[i].len);
-            }
-            break;
-        }
-        default:
-            if (!os_acc_try_apply(w, h->kind == K_CAS, h->kind != K_ACC, (os_op_t)h->op,
-                                  (os_basic_t)h->basic, h->esize, addr, runs, h->nruns,
-                                  h->op == OS_OP_NO_OP && h->kind != K_CAS ? NULL : odata, out,
-                                  h->kind == K_CAS ? odata + h->esize : NULL)) {
-                if (addr != stack_addr)
-                    free(addr);
-                free(out);
-                return false;
-            }
-            break;
-        }
-    }
-    count_served(w);
-    send_reply(reply, h, st, out, st ? 0 : (fetch ? total : 0));
-    if (addr != stack_addr)
-        free(addr);
-    free(out);
-    return true;
-}
-
-/* The hybrid manager's step, keeping hyb_busy up to date. */
-static os_hyb_event_t hyb_poll(os_win_t *w)
-{
-    os_hyb_event_t ev = os_hyb_poll(&w->hyb);
-    if (ev == OS_HYB_EV_CPU_READY)
-        atomic_fetch_sub_explicit(&hyb_busy, 1, memory_order_relaxed);
-    return ev;
-}
-
-/* A lock request's turn has come when its ticket is served. */
-static bool lock_ready(os_win_t *w, pending_t *p)
-{
-    if (p->wait == WAIT_MIGRATED || p->wait == WAIT_MIGRATION)
-        return !os_hyb_migrating(&w->hyb);
-    os_lockword_t *l = &w->ctl[w->rank].lock;
-    if (p->h.op) /* exclusive */
-        return os_lock_excl_ready(l, p->ticket);
-    return os_lock_shared_enter(l, p->ticket);
-}
-
-/* A piggybacked epoch (K_LOCK_OP): once the lock is ours, the operation,
- * then the release. The operation's reply is the epoch's only answer: it
- * goes to the origin's slot, with the fetched data. False while it waits. */
-static bool lock_op_step(os_win_t *w, pending_t *p)
-{
-    if (!p->granted) {
-        if (!lock_ready(w, p))
-            return false;
-        p->granted = true;
-    }
-    req_hdr_t inner;
-    memcpy(&inner, p->data, sizeof inner);
-    inner.win = p->h.win;
-    inner.src = p->h.src;
-    inner.token = p->h.token;
-    inner.ack = 0;
-    if (!serve_op(w, p->reply, &inner, p->data + sizeof inner, p->dlen - sizeof inner))
-        return false; /* the accumulate mutex is busy: retried with the lock held */
-    if (p->h.op)
-        os_lock_release_excl(&w->ctl[w->rank].lock);
-    else
-        os_lock_release_shared(&w->ctl[w->rank].lock);
-    return true;
-}
-
-static uint8_t grant_of(const pending_t *p)
-{
-    return p->wait == WAIT_MIGRATED ? GRANT_NET : p->wait == WAIT_MIGRATION ? GRANT_RETRY : GRANT_CPU;
-}
-
-/* A request to keep, with a copy of its data; NULL (and the requester told)
- * when out of memory. */
-static pending_t *pending_new(void *reply, const req_hdr_t *h, const char *data, size_t dlen)
-{
-    pending_t *p = malloc(sizeof *p + dlen);
-    if (!p) {
-        send_reply(reply, h, OS_ERR(OS_ERR_NOMEM, "keeping a request of %zu bytes", dlen), NULL,
-                   0);
-        return NULL;
-    }
-    *p = (pending_t){ .reply = reply, .h = *h, .wait = WAIT_TICKET, .dlen = dlen };
-    if (dlen)
-        memcpy(p->data, data, dlen);
-    return p;
-}
-
-/* Serve a request now or keep it; called with reg_lock held. */
-static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data, size_t dlen,
-                  bool fresh)
-{
-    pending_t *p = NULL;
-    switch (h->kind) {
-    case K_LOCK:
-        /* FIFO with the node's own lockers: the ticket is drawn on arrival. */
-        if (!(p = pending_new(reply, h, NULL, 0)))
-            return;
-        count_served(w);
-        if (h->basic && w->hyb_ready) {
-            /* Hybrid: the requester found the network word parked. Migrate
-             * only with a progress thread: in network mode the node's own
-             * lockers need this process to bring the lock back. */
-            os_hyb_state_t before = w->hyb.state;
-            os_hyb_reply_t r = os_hyb_request(&w->hyb, h->op, os_ucx_progress_thread_running(),
-                                              (os_lock_policy_t)w->cfg.lock_policy,
-                                              (unsigned)w->cfg.lock_streak);
-            if (before == OS_HYB_CPU && w->hyb.state != OS_HYB_CPU)
-                atomic_fetch_add_explicit(&hyb_busy, 1, memory_order_relaxed);
-            if (r == OS_HYB_R_RETRY) {
-                send_reply_grant(reply, h, OS_OK, GRANT_RETRY, NULL, 0);
-                free(p);
-                return;
-            }
-            p->ticket = os_hyb_last_ticket(&w->hyb);
-            p->wait = r == OS_HYB_R_MANAGER ? WAIT_TICKET
-                      : r == OS_HYB_R_MIGRATING ? WAIT_MIGRATED : WAIT_MIGRATION;
-            if (r == OS_HYB_R_MIGRATING)
-                hyb_poll(w); /* often nobody of the node holds the lock */
-        } else {
-            p->ticket = os_lock_ticket(&w->ctl[w->rank].lock);
-        }
-        if (lock_ready(w, p)) {
-            send_reply_grant(reply, h, OS_OK, grant_of(p), NULL, 0);
-            free(p);
-            return;
-        }
-        break;
-    case K_LOCK_OP:
-        if (w->hyb_ready || dlen < sizeof(req_hdr_t)) {
-            /* Only origins of the manager design send these. */
-            send_reply(reply, h, OS_ERR(OS_ERR_OTHER, "a piggybacked lock request from rank %d "
-                       "for a window whose lock design is not 'manager'", h->src), NULL, 0);
-            return;
-        }
-        if (!(p = pending_new(reply, h, data, dlen)))
-            return;
-        p->ticket = os_lock_ticket(&w->ctl[w->rank].lock); /* FIFO, as K_LOCK */
-        if (lock_op_step(w, p)) {
-            free(p);
-            return;
-        }
-        break;
-    case K_UNLOCK:
-        if (h->op)
-            os_lock_release_excl(&w->ctl[w->rank].lock);
-        else
-            os_lock_release_shared(&w->ctl[w->rank].lock);
-        count_served(w);
-        send_reply(reply, h, OS_OK, NULL, 0);
-        return;
-    case K_POST:
-        /* The target h->src posted an exposure epoch that includes us. */
-        atomic_fetch_add_explicit(&w->post[(size_t)w->rank * w->post_stride + (size_t)h->src], 1,
-                                  memory_order_release);
-        count_served(w);
-        return;
-    case K_COMPLETE:
-        atomic_fetch_add_explicit(&w->ctl[w->rank].pscw_done, 1, memory_order_release);
-        count_served(w);
-        send_reply(reply, h, OS_OK, NULL, 0);
-        return;
-    default:
-        if (serve_op(w, reply, h, data, dlen))
-            return;
-        if (!fresh)
-            return; /* already kept */
-        if (!(p = pending_new(reply, h, data, dlen)))
-            return;
-        atomic_fetch_add_explicit(&w->deferred, 1, memory_order_relaxed);
-        break;
-    }
-    p->next = NULL;
-    *pending_tail = p;
-    pending_tail = &p->next;
-    atomic_fetch_add_explicit(&npending, 1, memory_order_relaxed);
-}
-
-static void on_request(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
-                       size_t dlen)
-{
-    (void)arg;
-    (void)hlen;
-    req_hdr_t copy;
-    memcpy(&copy, hdr, sizeof copy);
-    const req_hdr_t *h = &copy;
-    OS_DEBUG("request kind %d from rank %d token %llx", h->kind, h->src,
-             (unsigned long long)h->token);
-    pthread_mutex_lock(&reg_lock);
-    os_win_t *w = find_win(h->win);
-    if (w)
-        serve(w, reply, h, data, dlen, true);
-    else
-        os_log(1, "request for unknown window %llu from rank %d dropped",
-               (unsigned long long)h->win, h->src);
-    pthread_mutex_unlock(&reg_lock);
-}
-
-/* Retry what was kept: lock requests whose turn may have come (a process of
- * the target's node may have unlocked), requests that waited for a mutex. */
-static bool retry_pending(void)
-{
-    if (!atomic_load_explicit(&npending, memory_order_relaxed) &&
-        !atomic_load_explicit(&hyb_busy, memory_order_relaxed))
-        return false;
-    if (pthread_mutex_trylock(&reg_lock))
-        return true; /* another thread is at it */
-    hold_replies = true;
-    for (int i = 0; i < reg_n; i++)
-        if (reg_wins[i]->hyb_ready && reg_wins[i]->hyb.state != OS_HYB_CPU)
-            hyb_poll(reg_wins[i]);
-    for (pending_t **pp = &pending_head; *pp;) {
-        pending_t *p = *pp;
-        os_win_t *w = find_win(p->h.win);
-        bool done;
-        if (!w)
-            done = true;
-        else if (p->h.kind == K_LOCK)
-            done = lock_ready(w, p) &&
-                   (send_reply_grant(p->reply, &p->h, OS_OK, grant_of(p), NULL, 0), true);
-        else if (p->h.kind == K_LOCK_OP)
-            done = lock_op_step(w, p);
-        else
-            done = serve_op(w, p->reply, &p->h, p->data, p->dlen);
-        if (done) {
-            *pp = p->next;
-            if (!*pp)
-                pending_tail = pp;
-            free(p);
-            atomic_fetch_sub_explicit(&npending, 1, memory_order_relaxed);
-        } else {
-            pp = &p->next;
-        }
-    }
-    pthread_mutex_unlock(&reg_lock);
-    hold_replies = false;
-    flush_outbox();
-    return atomic_load_explicit(&npending, memory_order_relaxed) ||
-           atomic_load_explicit(&hyb_busy, memory_order_relaxed);
-}
-
-/* --------------------------------------------------------- the origin side */
 
 /* The backoff hook: progress the network, but never from inside a handler
  * (UCX does not allow recursive progress). */
@@ -549,10 +89,10 @@ static void progress_hook(void)
 os_status_t os_remote_init(void)
 {
     os_status_t st;
-    if ((st = os_ucx_am_register(AM_REQUEST, on_request, NULL)) ||
+    if ((st = os_ucx_am_register(AM_REQUEST, os_serve_request, NULL)) ||
         (st = os_ucx_am_register(AM_REPLY, on_reply, NULL)))
         return st;
-    os_ucx_set_idle_hook(retry_pending);
+    os_ucx_set_idle_hook(os_serve_retry);
     os_backoff_hook = progress_hook;
     return OS_OK;
 }
@@ -1377,21 +917,7 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
 
     /* Registered before anybody can learn our keys: no request can arrive
      * for a window we do not know. */
-    pthread_mutex_lock(&reg_lock);
-    if (reg_n == reg_cap) {
-        int cap = reg_cap ? 2 * reg_cap : 8;
-        os_win_t **r = realloc(reg_wins, sizeof *r * (size_t)cap);
-        if (r) {
-            reg_wins = r;
-            reg_cap = cap;
-        }
-    }
-    if (reg_n < reg_cap)
-        reg_wins[reg_n++] = w;
-    else
-        st = OS_ERR(OS_ERR_NOMEM, "window registry");
-    pthread_mutex_unlock(&reg_lock);
-    if (st)
+    if ((st = os_serve_register(w)))
         return st;
 
     if ((st = memory_key(w, base, bytes, &me, &key)))
@@ -1458,13 +984,7 @@ out:
 
 void os_remote_win_teardown(os_win_t *w)
 {
-    pthread_mutex_lock(&reg_lock);
-    for (int i = 0; i < reg_n; i++)
-        if (reg_wins[i] == w) {
-            reg_wins[i] = reg_wins[--reg_n];
-            break;
-        }
-    pthread_mutex_unlock(&reg_lock);
+    os_serve_unregister(w);
     for (int r = 0; w->peers && r < w->nranks; r++)
         if (w->peers[r].rkey) {
             os_ucx_rkey_destroy(w->peers[r].rkey);
@@ -1474,9 +994,6 @@ void os_remote_win_teardown(os_win_t *w)
     for (int r = 0; w->nl_rkey && r < w->nranks; r++)
         os_ucx_rkey_destroy(w->nl_rkey[r]);
     os_ucx_mem_unmap(&w->netreg);
-    if (w->hyb_ready && w->hyb.state != OS_HYB_CPU)
-        atomic_fetch_sub_explicit(&hyb_busy, 1, memory_order_relaxed);
-    w->hyb_ready = false;
     free(w->nl_rkey);
     free(w->nl_addr);
     free(w->lock_how);
@@ -1495,11 +1012,5 @@ void os_remote_win_teardown(os_win_t *w)
 
 void os_remote_stats_sync(os_win_t *w)
 {
-    w->stats.counter[ONESIDED_STAT_AM_SERVED] = atomic_load(&w->served);
-    w->stats.counter[ONESIDED_STAT_AM_SERVED_THREAD] = atomic_load(&w->served_thread);
-    w->stats.counter[ONESIDED_STAT_AM_DEFERRED] = atomic_load(&w->deferred);
-    pthread_mutex_lock(&reg_lock);
-    w->stats.counter[ONESIDED_STAT_LOCK_TO_NETWORK] = w->hyb.to_net;
-    w->stats.counter[ONESIDED_STAT_LOCK_TO_CPU] = w->hyb.to_cpu;
-    pthread_mutex_unlock(&reg_lock);
+    os_serve_stats_sync(w);
 }
