@@ -115,7 +115,7 @@ void os_config_print(FILE *out)
 
 _Thread_local const os_wait_site_t *os_wait_top;
 
-static double now_seconds(void)
+double os_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -152,7 +152,7 @@ void os_backoff_yield(os_backoff_t *b)
         pthread_mutex_lock(m);
     if (os_config.watchdog <= 0 || b->reported)
         return;
-    double now = now_seconds();
+    double now = os_now();
     if (b->since == 0) {
         b->since = now;
     } else if (now - b->since > os_config.watchdog) {

@@ -192,6 +192,9 @@ static inline void os_wait_release_end(pthread_mutex_t *prev)
 
 /* ------------------------------------------------------ waiting, back-off */
 
+/* Seconds on the monotonic clock. */
+double os_now(void);
+
 /* Spin briefly, then yield. Tests run with more processes than cores; a
  * waiter that never yields would keep the process it waits for off the CPU. */
 extern int os_spin_limit;

@@ -730,6 +730,7 @@ static void *progress_main(void *arg)
     (void)arg;
     in_progress_thread = true;
     ask_short_slice();
+    double last_event = 0;
     while (!atomic_load_explicit(&U.stop, memory_order_acquire)) {
         unsigned n = 0;
         if (!pthread_mutex_trylock(&U.lock)) {
@@ -737,8 +738,18 @@ static void *progress_main(void *arg)
             UNLOCK();
         }
         const bool busy = U.idle_hook && U.idle_hook();
-        if (n)
+        const double now = os_now();
+        if (n) {
+            last_event = now;
             continue;
+        }
+        /* A request is often followed by the next (lock, then unlock): poll
+         * on for a moment, pausing the core (never sched_yield, above),
+         * before paying a wake-up for it. */
+        if (now - last_event < OS_UCX_LINGER_US * 1e-6) {
+            os_cpu_relax();
+            continue;
+        }
         sleep_on_worker(busy ? OS_UCX_RETRY_US : OS_UCX_IDLE_US);
     }
     return NULL;
