@@ -110,17 +110,16 @@ static void start_network(void)
     free(addr);
 }
 
-static int auto_spin_limit(void)
+/* More ranks on this node than cores. */
+static bool node_oversubscribed(void)
 {
-    /* Oversubscribed nodes (more ranks than cores) want waiters to yield at
-     * once; otherwise spinning a little is cheaper than a system call. */
     MPI_Comm node;
     int local = 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     PMPI_Comm_size(node, &local);
     PMPI_Comm_free(&node);
-    return cores > 0 && local > cores ? 16 : 2000;
+    return cores > 0 && local > cores;
 }
 
 void os_mpi_init(void)
@@ -135,7 +134,11 @@ void os_mpi_init(void)
     os_config_load();
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     os_log_set_rank(rank);
-    os_spin_limit = os_config.spin_count >= 0 ? os_config.spin_count : auto_spin_limit();
+    /* Oversubscribed nodes want waiters to yield at once; otherwise
+     * spinning a little is cheaper than a system call. */
+    os_oversubscribed = node_oversubscribed();
+    os_spin_limit = os_config.spin_count >= 0 ? os_config.spin_count
+                                              : os_oversubscribed ? 16 : 2000;
     os_cma_enable();
     os_mpi_dtype_init();
     start_network();

@@ -11,6 +11,7 @@
 
 os_config_t os_config;
 int os_spin_limit = 2000;
+bool os_oversubscribed;
 void (*os_backoff_hook)(void);
 
 /* Names accepted for integer tunables, by variable or info key. */

@@ -198,6 +198,8 @@ double os_now(void);
 /* Spin briefly, then yield. Tests run with more processes than cores; a
  * waiter that never yields would keep the process it waits for off the CPU. */
 extern int os_spin_limit;
+/* This node runs more processes than it has cores (set at MPI_Init). */
+extern bool os_oversubscribed;
 /* Run on every back-off step when set: the network layer progresses there,
  * so that a process waiting for a counter also serves requests to itself. */
 extern void (*os_backoff_hook)(void);

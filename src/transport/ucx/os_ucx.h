@@ -124,7 +124,8 @@ void os_ucx_set_idle_hook(bool (*fn)(void));
  * a request is served as soon as it arrives and an idle process uses no
  * CPU; it wakes every OS_UCX_IDLE_US regardless, or every OS_UCX_RETRY_US
  * while the idle hook has work. After serving something it keeps polling
- * for OS_UCX_LINGER_US before it sleeps again. An application thread that waits for the
+ * for OS_UCX_LINGER_US before it sleeps again (not on an oversubscribed
+ * node). An application thread that waits for the
  * network progresses the worker itself (os_ucx_progress) whenever the
  * progress thread is not at it. */
 enum { OS_UCX_IDLE_US = 1000, OS_UCX_RETRY_US = 50, OS_UCX_LINGER_US = 30 };

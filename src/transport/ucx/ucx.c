@@ -745,8 +745,9 @@ static void *progress_main(void *arg)
         }
         /* A request is often followed by the next (lock, then unlock): poll
          * on for a moment, pausing the core (never sched_yield, above),
-         * before paying a wake-up for it. */
-        if (now - last_event < OS_UCX_LINGER_US * 1e-6) {
+         * before paying a wake-up for it. Not where processes outnumber
+         * cores: there the core it holds is one another process needs. */
+        if (!os_oversubscribed && now - last_event < OS_UCX_LINGER_US * 1e-6) {
             os_cpu_relax();
             continue;
         }
