@@ -39,6 +39,11 @@ typedef struct {
     int (*win_set_info)(MPI_Win, MPI_Info);
     int (*get_accumulate)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, int,
                           MPI_Aint, int, MPI_Datatype, MPI_Op, MPI_Win);
+    int (*rget)(void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win,
+                MPI_Request *);
+    int (*win_allocate_shared)(MPI_Aint, int, MPI_Info, MPI_Comm, void *, MPI_Win *);
+    int (*shared_query)(MPI_Win, int, MPI_Aint *, int *, void *);
+    int (*win_sync)(MPI_Win);
 } impl_t;
 
 static const impl_t impls[2] = {
@@ -46,11 +51,13 @@ static const impl_t impls[2] = {
       PMPI_Fetch_and_op, PMPI_Compare_and_swap, PMPI_Win_lock, PMPI_Win_unlock,
       PMPI_Win_lock_all, PMPI_Win_unlock_all, PMPI_Win_flush, PMPI_Win_fence, PMPI_Win_post,
       PMPI_Win_start, PMPI_Win_complete, PMPI_Win_wait, PMPI_Win_flush_all, PMPI_Win_set_info,
-      PMPI_Get_accumulate },
+      PMPI_Get_accumulate, PMPI_Rget, PMPI_Win_allocate_shared, PMPI_Win_shared_query,
+      PMPI_Win_sync },
     { "onesided", MPI_Win_allocate, MPI_Win_create, MPI_Alloc_mem, MPI_Free_mem, MPI_Win_free, MPI_Put, MPI_Get, MPI_Accumulate,
       MPI_Fetch_and_op, MPI_Compare_and_swap, MPI_Win_lock, MPI_Win_unlock, MPI_Win_lock_all,
       MPI_Win_unlock_all, MPI_Win_flush, MPI_Win_fence, MPI_Win_post, MPI_Win_start,
-      MPI_Win_complete, MPI_Win_wait, MPI_Win_flush_all, MPI_Win_set_info, MPI_Get_accumulate },
+      MPI_Win_complete, MPI_Win_wait, MPI_Win_flush_all, MPI_Win_set_info, MPI_Get_accumulate,
+      MPI_Rget, MPI_Win_allocate_shared, MPI_Win_shared_query, MPI_Win_sync },
 };
 
 enum { IMPL_NATIVE, IMPL_ONESIDED };

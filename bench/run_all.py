@@ -155,6 +155,27 @@ def plots(out, data):
         plt.close(fig)
         made.append(path)
 
+    la = [x for x in data.get("linalg", []) if x["case"] == "node"]
+    if la:
+        # Paper 002, Figures 3-5: GFLOP/s against N, one line per kernel.
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), squeeze=False)
+        for ax, kern, refs in ((axes[0][0], "RMA-dgemm", ("pdgemm", "dgemm")),
+                               (axes[0][0 + 1], "RMA-LU", ("pdgetrf", "dgetrf"))):
+            lines = [(f"{kern} native MPICH RMA", kern, "native", colors["native"], "-o"),
+                     (f"{kern} onesided", kern, "onesided", colors["onesided"], "-o"),
+                     (f"ScaLAPACK {refs[0]}", refs[0], "scalapack", "#55a868", "--s"),
+                     (f"OpenBLAS {refs[1]}, 1 process x P (ceiling)", refs[1], "ceiling", "#333333", ":^")]
+            for label, k, impl, color, style in lines:
+                pts = sorted((int(x["n"]), float(x["gflops"])) for x in la
+                             if x["kernel"] == k and x["impl"] == impl and not x["options"])
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=label)
+            ax.set_xlabel("N (matrix order)")
+            ax.set_ylabel("GFLOP/s (2 processes)")
+            ax.set_title(f"{kern} (paper 002, Fig. 3)")
+            ax.set_ylim(bottom=0)
+            ax.legend(fontsize=8)
+        save(fig, "linalg.png")
     if data.get("randomaccess"):
         flavors = sorted({row["flavor"] for row in data["randomaccess"]})
         fig, axes = plt.subplots(1, len(flavors), figsize=(6.5 * len(flavors), 4.8), squeeze=False)
@@ -333,6 +354,15 @@ def summarize(data):
             one = [float(x["gups"]) for x in ra if x["flavor"] == fl and x["variant"] == v and x["impl"] == "onesided"]
             if nat and one:
                 rows.append((f"randomaccess ({fl})", v, nat[0], one[0], "GUP/s", "higher"))
+    la = data.get("linalg", [])
+    for x in la:
+        if x["impl"] == "onesided" and not x["options"]:
+            nat = [y for y in la if y["kernel"] == x["kernel"] and y["n"] == x["n"] and
+                   y["case"] == x["case"] and y["impl"] == "native"]
+            suffix = " (virtual nodes of 1)" if x["case"] == "vnode1" else ""
+            if nat:
+                rows.append(("linalg", f"{x['kernel']} N={x['n']}{suffix}", float(nat[0]["gflops"]),
+                             float(x["gflops"]), "GFLOP/s", "higher"))
     return rows
 
 
@@ -345,7 +375,13 @@ def references(data):
     if data.get("hpcc"):
         h = data["hpcc"]
         refs.append(("hpcc MPIRandomAccess (Open MPI)", f"table 2^{h['log2_local']}/process", h["gups"]))
-    return refs
+    names = {"pdgemm": "ScaLAPACK pdgemm", "pdgetrf": "ScaLAPACK pdgetrf",
+             "dgemm": "OpenBLAS dgemm ceiling", "dgetrf": "OpenBLAS dgetrf ceiling"}
+    for x in data.get("linalg", []):
+        if x["kernel"] in names and x["case"] == "node":
+            refs.append(("linalg reference", f"{names[x['kernel']]} N={x['n']}", float(x["gflops"]),
+                         "GFLOP/s"))
+    return [ref if len(ref) == 4 else ref + ("GUP/s",) for ref in refs]
 
 
 def main():
@@ -414,6 +450,15 @@ def main():
                   "--iters", 40 if smoke else 200, "--only", "fig6,fig7,fig9,fig10,fig12",
                   "--csv", os.path.join(a.out, "lock_bench-vnode2.csv")), "vnode2",
                   {"ONESIDED_NODE_SIZE": "2"}))
+    # Paper 002: RMA-dgemm and RMA-LU against ScaLAPACK (absent when the
+    # benchmark could not be built: no libscalapack-mpich-dev).
+    if os.path.exists(os.path.join(r.bin, "linalg")):
+        steps.append(("linalg", r.mpiexec(2, "linalg", "--sizes", "256" if smoke else "512,1024,2048",
+                      "--nb", 64 if smoke else 128, "--reps", 1 if smoke else 3, "--ablation",
+                      "--csv", os.path.join(a.out, "linalg.csv")), None, None))
+        steps.append(("linalg-vnode1", r.mpiexec(2, "linalg", "--sizes", "256" if smoke else "1024",
+                      "--nb", 64 if smoke else 128, "--reps", 1 if smoke else 3, "--no-scalapack",
+                      "--csv", os.path.join(a.out, "linalg-vnode1.csv")), "vnode1", vn))
     total = len(steps) + (0 if a.no_hpcc else 1)
 
     data = {"microbench": [], "randomaccess": [], "rma_sweep_vnode1": [], "busy_epochs": [],
@@ -440,6 +485,10 @@ def main():
             data["rget_overlap"] += rows
         elif name.startswith("lock_bench"):
             data["lock_bench"] = rows
+        elif name.startswith("linalg"):
+            for x in rows:
+                x["case"] = tag or "node"
+            data.setdefault("linalg", []).extend(rows)
         elif name.startswith("busy_epochs"):
             for x in rows:
                 x["case"] = tag
@@ -458,10 +507,10 @@ def main():
         log(f"{bench:32s} {case:30s} {nat:12.4g} {one:12.4g} {unit:>7s} {ratio:8.3f}")
         out_rows.append({"benchmark": bench, "case": case, "native": nat, "onesided": one,
                          "unit": unit, "ratio": ratio, "better": better})
-    for bench, case, gups in references(data):
-        log(f"{bench:32s} {case:30s} {gups:12.4g} {'':>12s} {'GUP/s':>7s}   (reference)")
-        out_rows.append({"benchmark": bench, "case": case, "native": gups, "onesided": None,
-                         "unit": "GUP/s", "ratio": None, "better": "higher"})
+    for bench, case, value, unit in references(data):
+        log(f"{bench:32s} {case:30s} {value:12.4g} {'':>12s} {unit:>7s}   (reference)")
+        out_rows.append({"benchmark": bench, "case": case, "native": value, "onesided": None,
+                         "unit": unit, "ratio": None, "better": "higher"})
     log("ratio = onesided / native: below 1 is better for us, µs and x p2p; above 1 is better for GUP/s, MB/s")
     with open(os.path.join(a.out, "summary.csv"), "w") as f:
         w = csv.DictWriter(f, fieldnames=["benchmark", "case", "native", "onesided", "unit", "ratio", "better"])

@@ -146,6 +146,11 @@ typedef enum {
                                        target's worker: each waits for the target's progress */
     ONESIDED_STAT_REQUEST_DEFERRED, /* R* puts and gets to another node still moving when the call
                                        returned: completed by MPI_Test or MPI_Wait (MPICH hosts) */
+    ONESIDED_STAT_FAST_PATH_OPS,    /* operations on one predefined element to mapped memory that
+                                       skipped the datatype walk (the single-element fast path) */
+    ONESIDED_STAT_DTYPE_DECODED,    /* derived datatypes this window's calls flattened anew */
+    ONESIDED_STAT_DTYPE_REUSED,     /* ... found already flattened under the same layout (a type
+                                       created, used and freed again, as each step of a loop does) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

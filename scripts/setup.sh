@@ -6,6 +6,8 @@ SUDO=""
 PKGS="mpich libmpich-dev libucx-dev cmake ninja-build gcc make python3 python3-dev python3-venv"
 # hpcc: the reference HPCC RandomAccess the main job compares with (it runs on Open MPI).
 PKGS="$PKGS hpcc libopenblas0-pthread"
+# ScaLAPACK (MPICH build) and OpenBLAS: the references of the linalg benchmark (paper 002).
+PKGS="$PKGS libscalapack-mpich-dev libopenblas-dev"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -58,7 +58,8 @@ for f in microbench-allocate.csv microbench-create.csv microbench-create_allocme
          microbench-vnode1-create.csv microbench-vnode1-allocate-busy.csv rma_sweep-vnode1.csv \
          randomaccess-vnode1.csv busy_epochs-vnode1-shm.csv busy_epochs-vnode1-tcp.csv \
          microbench_vnode1.png microbench_vnode1_busy.png rget_overlap-vnode1.csv \
-         rget_overlap-vnode1-tcp.csv lock_bench-vnode2.csv lock_bench.png; do
+         rget_overlap-vnode1-tcp.csv lock_bench-vnode2.csv lock_bench.png \
+         linalg.csv linalg-vnode1.csv linalg.png; do
     [ -s "build-release/smoke/$f" ] || { echo "main job smoke: missing output $f"; exit 1; }
 done
 grep -q '"failed": \[\]' build-release/smoke/summary.json ||

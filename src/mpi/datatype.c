@@ -178,7 +178,7 @@ static int cache_delete(MPI_Datatype dt, int keyval, void *val, void *extra)
     return MPI_SUCCESS;
 }
 
-static os_status_t decode(MPI_Datatype dt, os_dtype_t **out);
+static os_status_t decode(MPI_Datatype dt, os_dtype_t **out, os_dtype_how_t *how);
 
 /* Largest true extent recovered by decode_by_unpack (its work buffers scale with it). */
 #define UNPACK_DECODE_MAX ((MPI_Aint)64 << 20)
@@ -281,8 +281,98 @@ static os_status_t decode_f90(MPI_Datatype dt, int combiner, os_dtype_t **out)
     return OS_OK;
 }
 
-/* Build from the type's constructor arguments; returns a new reference. */
-static os_status_t decode(MPI_Datatype dt, os_dtype_t **out)
+/* Layout cache. Programs often create, commit, use and free the same type
+ * in every iteration of a loop (a halo's vector, a transposed block), and
+ * each new handle would be decoded again. A type is identified by what
+ * MPI_Type_get_contents returns: its combiner, its integer and address
+ * arguments and its element types, the latter by their flattened forms
+ * (which the entry keeps a reference to, so that a freed child's memory
+ * cannot be mistaken for a new one). A small direct-mapped table, so that
+ * programs whose types never repeat (RandomAccess's per-batch indexed types)
+ * pay one hash and one copy of the arguments per type. Under types_lock. */
+#define LAYOUT_SLOTS 64
+#define LAYOUT_MAX_ARGS 4096 /* larger argument lists are decoded every time */
+typedef struct {
+    uint64_t hash;
+    int comb, ni, na, nd;
+    int *ints;
+    MPI_Aint *aints;
+    os_dtype_t **sub;
+    os_dtype_t *t; /* NULL: empty slot */
+} layout_t;
+static layout_t layouts[LAYOUT_SLOTS];
+
+static uint64_t mix(uint64_t h, const void *p, size_t bytes)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < bytes; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull; /* FNV-1a */
+    return h;
+}
+
+static uint64_t layout_hash(int comb, int ni, int na, int nd, const int *ints,
+                            const MPI_Aint *aints, os_dtype_t *const *sub)
+{
+    int head[4] = { comb, ni, na, nd };
+    uint64_t h = mix(0xcbf29ce484222325ull, head, sizeof head);
+    h = mix(h, ints, sizeof *ints * (size_t)ni);
+    h = mix(h, aints, sizeof *aints * (size_t)na);
+    return mix(h, sub, sizeof *sub * (size_t)nd);
+}
+
+static void layout_clear(layout_t *l)
+{
+    if (!l->t)
+        return;
+    os_dtype_release(l->t);
+    for (int i = 0; i < l->nd; i++)
+        os_dtype_release(l->sub[i]);
+    free(l->ints);
+    free(l->aints);
+    free(l->sub);
+    memset(l, 0, sizeof *l);
+}
+
+static os_dtype_t *layout_find(uint64_t h, int comb, int ni, int na, int nd, const int *ints,
+                               const MPI_Aint *aints, os_dtype_t *const *sub)
+{
+    const layout_t *l = &layouts[h % LAYOUT_SLOTS];
+    if (!l->t || l->hash != h || l->comb != comb || l->ni != ni || l->na != na || l->nd != nd ||
+        memcmp(l->ints, ints, sizeof *ints * (size_t)ni) ||
+        memcmp(l->aints, aints, sizeof *aints * (size_t)na) ||
+        memcmp(l->sub, sub, sizeof *sub * (size_t)nd))
+        return NULL;
+    return l->t;
+}
+
+/* Best effort: a type that does not fit is simply not cached. */
+static void layout_put(uint64_t h, int comb, int ni, int na, int nd, const int *ints,
+                       const MPI_Aint *aints, os_dtype_t *const *sub, os_dtype_t *t)
+{
+    layout_t *l = &layouts[h % LAYOUT_SLOTS], n = { .hash = h, .comb = comb, .ni = ni,
+                                                    .na = na, .nd = nd, .t = t };
+    n.ints = malloc(sizeof *ints * (size_t)(ni + 1));
+    n.aints = malloc(sizeof *aints * (size_t)(na + 1));
+    n.sub = malloc(sizeof *sub * (size_t)(nd + 1));
+    if (!n.ints || !n.aints || !n.sub) {
+        free(n.ints);
+        free(n.aints);
+        free(n.sub);
+        return;
+    }
+    memcpy(n.ints, ints, sizeof *ints * (size_t)ni);
+    memcpy(n.aints, aints, sizeof *aints * (size_t)na);
+    memcpy(n.sub, sub, sizeof *sub * (size_t)nd);
+    os_dtype_retain(t);
+    for (int i = 0; i < nd; i++)
+        os_dtype_retain(sub[i]);
+    layout_clear(l);
+    *l = n;
+}
+
+/* Build from the type's constructor arguments; returns a new reference.
+ * how (may be NULL) tells whether it was built or found in the layout cache. */
+static os_status_t decode(MPI_Datatype dt, os_dtype_t **out, os_dtype_how_t *how)
 {
     os_status_t st = OS_OK;
     int ni, na, nd, comb;
@@ -318,12 +408,27 @@ static os_status_t decode(MPI_Datatype dt, os_dtype_t **out)
     }
     PMPI_Type_get_contents(dt, ni, na, nd, ints, aints, kids);
     for (nsub = 0; nsub < nd; nsub++) {
-        st = decode(kids[nsub], &sub[nsub]);
+        st = decode(kids[nsub], &sub[nsub], NULL);
         if (st) {
             nsub++;
             goto out;
         }
     }
+    const bool cacheable = comb != MPI_COMBINER_DUP && ni + na <= LAYOUT_MAX_ARGS;
+    uint64_t hash = 0;
+    if (cacheable) {
+        hash = layout_hash(comb, ni, na, nd, ints, aints, sub);
+        os_dtype_t *same = layout_find(hash, comb, ni, na, nd, ints, aints, sub);
+        if (same) {
+            os_dtype_retain(same);
+            *out = same;
+            if (how)
+                *how = OS_DTYPE_REUSED;
+            goto out;
+        }
+    }
+    if (how)
+        *how = OS_DTYPE_DECODED;
     size_t count = ni ? (size_t)(ints[0] < 0 ? 0 : ints[0]) : 0;
     lens = malloc(sizeof *lens * (count + 1));
     displs = malloc(sizeof *displs * (count + 1));
@@ -396,7 +501,7 @@ static os_status_t decode(MPI_Datatype dt, os_dtype_t **out)
             break;
         }
         st = decode_by_unpack(dt, c0, out);
-        goto out; /* bounds already set */
+        goto built; /* bounds already set */
     }
     if (!st) {
         /* The host MPI's bounds are authoritative (alignment padding of structs). */
@@ -404,6 +509,9 @@ static os_status_t decode(MPI_Datatype dt, os_dtype_t **out)
         PMPI_Type_get_extent(dt, &lb, &extent);
         os_dtype_set_bounds(*out, lb, extent);
     }
+built:
+    if (!st && cacheable)
+        layout_put(hash, comb, ni, na, nd, ints, aints, sub, *out);
 out:
     for (int i = 0; i < nsub; i++) {
         int a, b, c, k;
@@ -421,9 +529,10 @@ out:
     return st;
 }
 
-os_status_t os_mpi_dtype(MPI_Datatype dt, os_dtype_t **out)
+os_status_t os_mpi_dtype(MPI_Datatype dt, os_dtype_t **out, os_dtype_how_t *how)
 {
     os_status_t st = OS_OK;
+    os_dtype_how_t h = OS_DTYPE_CACHED;
     types_lock_take();
     os_dtype_t *t = os_hmap_get(&types, key_of(dt));
     if (t)
@@ -432,7 +541,7 @@ os_status_t os_mpi_dtype(MPI_Datatype dt, os_dtype_t **out)
         st = OS_ERR(OS_ERR_TYPE, "MPI_DATATYPE_NULL");
         goto out;
     }
-    if ((st = decode(dt, &t)))
+    if ((st = decode(dt, &t, &h)))
         goto out;
     if (cache_keyval == MPI_KEYVAL_INVALID)
         PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, cache_delete, &cache_keyval, NULL);
@@ -444,6 +553,8 @@ os_status_t os_mpi_dtype(MPI_Datatype dt, os_dtype_t **out)
     PMPI_Type_set_attr(dt, cache_keyval, t);
 out:
     types_lock_give();
+    if (how)
+        *how = h;
     if (!st)
         *out = t;
     return st;

@@ -41,8 +41,13 @@ static inline void os_mpi_win_leave(os_win_t **w)
 os_status_t os_mpi_win_register(os_win_t *w);
 void os_mpi_win_unregister(os_win_t *w);
 
-/* Datatype handle -> flattened type (borrowed; cached until MPI_Type_free). */
-os_status_t os_mpi_dtype(MPI_Datatype dt, os_dtype_t **out);
+/* Datatype handle -> flattened type (borrowed; cached until MPI_Type_free).
+ * A derived type met for the first time is decoded, unless a type of the
+ * same constructor and arguments was decoded before (layout cache, for
+ * programs that create, use and free the same type in a loop); how, when not
+ * NULL, tells which. */
+typedef enum { OS_DTYPE_CACHED, OS_DTYPE_DECODED, OS_DTYPE_REUSED } os_dtype_how_t;
+os_status_t os_mpi_dtype(MPI_Datatype dt, os_dtype_t **out, os_dtype_how_t *how);
 void os_mpi_dtype_init(void);
 /* MPI_Op -> os_op_t, or -1 for a user-defined or invalid op. */
 int os_mpi_op(MPI_Op op);

@@ -95,6 +95,19 @@ static int deferred_request(rreq_t *r, MPI_Request *req)
 #define OS_DEFERRED_REQUESTS 0
 #endif
 
+/* A datatype's flattened form, counting in the window's statistics what
+ * it took to get it. */
+static os_status_t dtype(os_win_t *w, MPI_Datatype dt, os_dtype_t **out)
+{
+    os_dtype_how_t how;
+    os_status_t st = os_mpi_dtype(dt, out, &how);
+    if (how == OS_DTYPE_DECODED)
+        OS_STAT(w, DTYPE_DECODED, 1);
+    else if (how == OS_DTYPE_REUSED)
+        OS_STAT(w, DTYPE_REUSED, 1);
+    return st;
+}
+
 /* Common path of every operation: handles, counts, types, op, then the engine. */
 static int issue(const char *call, MPI_Win win, os_rma_op_t *op, MPI_Datatype odt,
                  MPI_Datatype tdt, MPI_Datatype rdt, MPI_Op mop, MPI_Count ocount,
@@ -130,14 +143,18 @@ static int issue(const char *call, MPI_Win win, os_rma_op_t *op, MPI_Datatype od
         }
         op->op = (uint8_t)o;
     }
-    if ((st = os_mpi_dtype(tdt, &op->ttype)))
+    if ((st = dtype(w, tdt, &op->ttype)))
         goto out;
-    /* The origin buffer of MPI_NO_OP is ignored, datatype included. */
-    if (odt == MPI_DATATYPE_NULL && op->op == OS_OP_NO_OP && op->kind >= OS_RMA_ACC)
+    /* The origin buffer of MPI_NO_OP is ignored, datatype included. One
+     * handle named twice (Fetch_and_op names it three times) is looked up once. */
+    if ((odt == MPI_DATATYPE_NULL && op->op == OS_OP_NO_OP && op->kind >= OS_RMA_ACC) ||
+        odt == tdt)
         op->otype = op->ttype;
-    else if ((st = os_mpi_dtype(odt, &op->otype)))
+    else if ((st = dtype(w, odt, &op->otype)))
         goto out;
-    if (rdt != MPI_DATATYPE_NULL && (st = os_mpi_dtype(rdt, &op->rtype)))
+    if (rdt == tdt)
+        op->rtype = op->ttype;
+    else if (rdt != MPI_DATATYPE_NULL && (st = dtype(w, rdt, &op->rtype)))
         goto out;
     if ((op->kind == OS_RMA_FOP || op->kind == OS_RMA_CAS) && !op->ttype->predefined) {
         st = OS_ERR(OS_ERR_TYPE, "%s needs a predefined datatype", call);

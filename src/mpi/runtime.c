@@ -241,7 +241,8 @@ const char *onesided_stat_name(int stat)
         "am_served_by_thread", "am_deferred", "lock_network", "lock_net_retries",
         "lock_to_network", "lock_to_cpu", "acc_direct", "fallback_acc_request",
         "lock_piggybacked", "lock_elided", "fallback_dyn_table_cma",
-        "fallback_remote_emulated", "request_deferred",
+        "fallback_remote_emulated", "request_deferred", "fast_path_ops", "dtype_decoded",
+        "dtype_reused",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

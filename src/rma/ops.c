@@ -335,22 +335,31 @@ static os_status_t accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
     }
 
     if (p->access == OS_PEER_DIRECT) {
-        os_cursor_t tc;
-        os_cursor_init(&tc, tt, taddr, op->tcount);
-        char *run;
-        size_t len, pos = 0;
-        while ((len = os_cursor_next(&tc, SIZE_MAX, &run))) {
-            size_t n = len / esize;
-            if (mode == OS_ACC_ATOMIC && !bulk) {
-                os_reduce_atomic(rop, basic, esize, run, odata ? odata + pos : NULL,
-                                 fetch ? fdata + pos : NULL, n);
-            } else {
-                if (fetch)
-                    memcpy(fdata + pos, run, len);
-                if (rop != OS_OP_NO_OP)
-                    os_reduce(rop, basic, esize, run, odata + pos, n);
+        /* The runs of the target type, in type-map order. Scattered runs
+         * (an indexed type of single elements, as RandomAccess aggregates)
+         * mostly miss in this core's cache: prefetching the run a few blocks
+         * ahead overlaps those misses instead of taking them one by one. */
+        const size_t nblk = tt->contig ? 1 : tt->nblocks, ahead = 8;
+        const bool scattered = nblk > ahead;
+        size_t pos = 0;
+        for (size_t rep = 0; rep < (tt->contig ? 1 : op->tcount); rep++) {
+            char *rbase = taddr + (ptrdiff_t)rep * tt->extent;
+            for (size_t b = 0; b < nblk; b++) {
+                char *run = rbase + tt->blocks[b].disp;
+                size_t len = tt->contig ? bytes : tt->blocks[b].len, n = len / esize;
+                if (scattered && b + ahead < nblk)
+                    __builtin_prefetch(rbase + tt->blocks[b + ahead].disp, 1, 3);
+                if (mode == OS_ACC_ATOMIC && !bulk) {
+                    os_reduce_atomic(rop, basic, esize, run, odata ? odata + pos : NULL,
+                                     fetch ? fdata + pos : NULL, n);
+                } else {
+                    if (fetch)
+                        memcpy(fdata + pos, run, len);
+                    if (rop != OS_OP_NO_OP)
+                        os_reduce(rop, basic, esize, run, odata + pos, n);
+                }
+                pos += len;
             }
-            pos += len;
         }
         if (bulk)
             OS_STAT(w, ACC_BULK_ELEMS, bytes / esize);
@@ -465,7 +474,7 @@ bool os_acc_try_apply(os_win_t *w, bool cas, bool fetch, os_op_t op, os_basic_t 
 
 os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op)
 {
-    char *taddr;
+    char *taddr = NULL;
     os_status_t st = target_range(w, op, &taddr);
     if (st)
         return st;
@@ -539,8 +548,118 @@ static bool moves_nothing(const os_rma_op_t *op)
     return false;
 }
 
+/* Fast path: one predefined element to memory this process maps, in an
+ * epoch that already grants access to the target. It is the common case of
+ * fine-grained RMA (RandomAccess updates, counters, queues built on
+ * fetch_and_op), and there the general path's datatype walk, packing and
+ * per-block decisions cost as much as the memory access. The element takes
+ * exactly the path the general code would choose (os_acc_mode), so the two
+ * stay atomic with each other. Returns false, having done nothing, for
+ * anything it does not handle, every error included: the general path then
+ * decides and reports. */
+static bool single_element(os_win_t *w, const os_rma_op_t *op)
+{
+    const os_dtype_t *t = op->ttype;
+    const os_peer_t *p = &w->peers[op->target];
+    const bool fetch = op->kind >= OS_RMA_GET_ACC, acc = op->kind >= OS_RMA_ACC;
+    const size_t e = t->size;
+    long long off;
+
+    if (op->tcount != 1 || op->ocount != 1 || op->otype != t || !t->predefined || !e ||
+        (fetch && (op->rcount != 1 || op->rtype != t)))
+        return false;
+    if (p->access != OS_PEER_DIRECT || w->flavor == OS_FLAVOR_DYNAMIC)
+        return false;
+    switch (w->access) {
+    case OS_ACCESS_LOCK_ALL:
+        break;
+    case OS_ACCESS_LOCK:
+        if (w->tstate[op->target] == OS_T_NONE)
+            return false;
+        break;
+    case OS_ACCESS_FENCE:
+        if (!w->fence_immediate || op->request)
+            return false;
+        break;
+    case OS_ACCESS_PSCW:
+        if (w->tstate[op->target] != OS_T_PSCW_READY || op->request)
+            return false;
+        break;
+    default:
+        return false;
+    }
+    /* Coalesced accumulates to this target run first (same-origin ordering),
+     * and forced coalescing queues even what one CPU atomic would do. */
+    if (w->acc_batch && (w->acc_batch[op->target].n ||
+                         (op->kind == OS_RMA_ACC && w->cfg.acc_coalesce > 0)))
+        return false;
+    if (op->tdisp < 0 ||
+        __builtin_mul_overflow((long long)op->tdisp, (long long)p->disp_unit, &off) ||
+        off > (long long)p->size - (long long)e)
+        return false;
+    char *taddr = p->base + off;
+    os_acc_mode_t mode = OS_ACC_ATOMIC;
+    if (acc) {
+        if (t->basic == OS_B_NONE || !os_op_valid((os_op_t)op->op, (os_class_t)t->cls))
+            return false;
+        mode = os_acc_mode(w, op->target, taddr, t);
+        if (mode == OS_ACC_MUTEX || (w->cfg.acc_bulk_min > 0 && e >= (size_t)w->cfg.acc_bulk_min))
+            return false;
+    }
+
+    count_op(w, op);
+    if (w->access == OS_ACCESS_FENCE)
+        w->fence_epoch_ops++;
+    const os_op_t rop = (os_op_t)op->op;
+    const void *origin = rop == OS_OP_NO_OP && acc ? NULL : op->origin;
+    switch (op->kind) {
+    case OS_RMA_PUT:
+        memcpy(taddr, op->origin, e);
+        return true;
+    case OS_RMA_GET:
+        memcpy((void *)op->origin, taddr, e);
+        return true;
+    default:
+        break;
+    }
+    if (mode == OS_ACC_ATOMIC) {
+        os_acc_atomic_enter(w, op->target);
+        if (op->kind == OS_RMA_CAS)
+            os_cas_atomic(e, taddr, op->compare, op->origin, op->result);
+        else
+            os_reduce_atomic(rop, (os_basic_t)t->basic, e, taddr, origin,
+                             fetch ? op->result : NULL, 1);
+        os_acc_atomic_exit(w);
+        OS_STAT(w, ACC_ATOMIC_ELEMS, 1);
+        return true;
+    }
+    /* Exclusive lock: nobody else may touch the target window, so plain
+     * loads and stores are atomic enough. */
+    if (op->kind == OS_RMA_CAS) {
+        char old[64];
+        memcpy(old, taddr, e);
+        if (!memcmp(old, op->compare, e))
+            memcpy(taddr, op->origin, e);
+        memcpy(op->result, old, e);
+        OS_STAT(w, ACC_EXCL_ELEMS, 1);
+        return true;
+    }
+    if (fetch)
+        memcpy(op->result, taddr, e);
+    if (origin) {
+        os_reduce(rop, (os_basic_t)t->basic, e, taddr, origin, 1);
+    }
+    OS_STAT(w, ACC_EXCL_ELEMS, 1);
+    return true;
+}
+
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
 {
+    if (op->target >= 0 && op->target < w->nranks && single_element(w, op)) {
+        OS_STAT(w, FAST_PATH_OPS, 1);
+        return OS_OK;
+    }
+
     os_status_t st;
     const char *name = kind_name[op->kind];
     char *taddr;

@@ -41,13 +41,13 @@ static int cache_keyval = MPI_KEYVAL_INVALID;
 /* The host MPI's info for a window handle created without hints. */
 static MPI_Info pristine = MPI_INFO_NULL;
 
+/* Leaves the shell with no data segment (size 0 included: the next window
+ * compares its size with it). */
 static void data_release(os_shell_t *s)
 {
-    if (!s->data_ucx) {
+    if (!s->data_ucx)
         os_shm_destroy(&s->data);
-        return;
-    }
-    if (s->node_rank == 0)
+    else if (s->node_rank == 0)
         os_ucx_mem_unmap(&s->data_reg);
     else
         os_ucx_rkey_destroy(s->data_rkey);

@@ -3,6 +3,8 @@
  * put(o, ot) into (t, tt) must equal unpack(pack(o, ot), tt). */
 #include "common.h"
 
+#include "onesided.h"
+
 enum { NT = 13, AREA = 4096 };
 static MPI_Datatype types[NT];
 static const char *names[NT];
@@ -150,6 +152,78 @@ static void freed_before_fence(void)
     t_win_free(&t);
 }
 
+/* Types created, used and freed in a loop are flattened once per layout
+ * (dtype_reused); a type of the same constructor arguments over a
+ * different element type, or over a child of a different layout, must not
+ * be taken for it. */
+static void layout_cache(void)
+{
+    enum { ROUNDS = 20, NI = 64 };
+    t_win_t t = t_win_make(F_ALLOCATE, NI * 8 * 3, MPI_INFO_NULL);
+    const int right = (t_rank + 1) % t_size;
+    int src[NI];
+    for (int i = 0; i < NI; i++)
+        src[i] = 1;
+    for (int r = 0; r < ROUNDS; r++) {
+        MPI_Datatype v;
+        MPI_Type_vector(4, 1, 3, MPI_INT, &v);
+        MPI_Type_commit(&v);
+        MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win);
+        MPI_Accumulate(src, 1, v, right, 0, 1, v, MPI_SUM, t.win);
+        MPI_Win_unlock(right, t.win);
+        MPI_Type_free(&v);
+    }
+    /* Same vector arguments over MPI_FLOAT: a float sum, not an int one. */
+    float fsrc[4] = { 0.5f, 0.5f, 0.5f, 0.5f };
+    MPI_Datatype fv;
+    MPI_Type_vector(4, 1, 3, MPI_FLOAT, &fv);
+    MPI_Type_commit(&fv);
+    MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win);
+    MPI_Accumulate(fsrc, 4, MPI_FLOAT, right, 256, 1, fv, MPI_SUM, t.win);
+    MPI_Win_unlock(right, t.win);
+    MPI_Type_free(&fv);
+    /* Same outer arguments over children of different extents. */
+    for (int ext = 8; ext <= 12; ext += 4) {
+        MPI_Datatype child, outer;
+        MPI_Type_create_resized(MPI_INT, 0, ext, &child);
+        MPI_Type_vector(3, 1, 2, child, &outer);
+        MPI_Type_commit(&outer);
+        int one[3] = { ext, ext, ext };
+        MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win);
+        MPI_Accumulate(one, 3, MPI_INT, right, 512, 1, outer, MPI_SUM, t.win);
+        MPI_Win_unlock(right, t.win);
+        MPI_Type_free(&outer);
+        MPI_Type_free(&child);
+    }
+    onesided_win_stats_t st;
+    onesided_win_get_stats(t.win, &st);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int *w = (const int *)t.base;
+    int ok = 1;
+    for (int i = 0; i < 12; i++)
+        ok &= w[i] == (i % 3 ? 0 : ROUNDS);
+    CHECK(ok, "layout cache: vector accumulated %d rounds: %d %d %d %d", ROUNDS, w[0], w[1], w[3], w[9]);
+    const float *f = (const float *)(t.base + 256);
+    CHECK(f[0] == 0.5f && f[3] == 0.5f && f[1] == 0.0f,
+          "layout cache: float vector after an int one: %g %g %g", f[0], f[3], f[1]);
+    const int *o = (const int *)(t.base + 512); /* strides of 16 and 24 bytes */
+    int want[16] = { 0 };
+    for (int k = 0; k < 3; k++) {
+        want[k * 4] += 8;
+        want[k * 6] += 12;
+    }
+    ok = 1;
+    for (int i = 0; i < 16; i++)
+        ok &= o[i] == want[i];
+    CHECK(ok, "layout cache: vectors over children of extent 8 and 12: %d %d %d %d", o[0], o[4],
+          o[6], o[12]);
+    CHECK(st.counter[ONESIDED_STAT_DTYPE_REUSED] >= ROUNDS - 1,
+          "layout cache: %llu of %d identical vectors reused, %llu decoded",
+          (unsigned long long)st.counter[ONESIDED_STAT_DTYPE_REUSED], ROUNDS,
+          (unsigned long long)st.counter[ONESIDED_STAT_DTYPE_DECODED]);
+    t_win_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -157,6 +231,7 @@ int main(int argc, char **argv)
     for (int f = 0; f < F_COUNT; f++)
         run(f);
     freed_before_fence();
+    layout_cache();
     for (int i = 0; i < NT; i++)
         MPI_Type_free(&types[i]);
     return t_finish("test_datatypes");

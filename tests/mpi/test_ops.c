@@ -260,6 +260,100 @@ static void outstanding_requests(int flavor)
     t_win_free(&t);
 }
 
+/* Single predefined elements (the fast path), from every process to rank 0
+ * at once, mixed with the same updates through a one-element derived type
+ * (the general path): the two paths must stay atomic with each other under
+ * shared locks, an exclusive lock (plain stores) and lock_all. The fast path
+ * must also still catch a displacement outside the window. */
+static void single_elements(int flavor)
+{
+    enum { ROUNDS = 200, W_FOP = 0, W_ACC = 1, W_CAS = 2, W_PUT = 3, NW = 4 };
+    t_win_t t = t_win_make(flavor, NW * 8, MPI_INFO_NULL);
+    MPI_Datatype one; /* same layout as MPI_INT64_T, but derived: the general path */
+    MPI_Type_contiguous(1, MPI_INT64_T, &one);
+    MPI_Type_commit(&one);
+    const MPI_Datatype dt = t_rank % 2 ? one : MPI_INT64_T;
+    const int64_t inc = 1;
+    for (int mode = 0; mode < 3; mode++) { /* lock shared, lock exclusive, lock_all */
+        memset(t.base, 0, NW * 8);
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int r = 0; r < ROUNDS; r++) {
+            int64_t old, seen, got;
+            if (mode == 2)
+                MPI_Win_lock_all(0, t.win);
+            else
+                MPI_Win_lock(mode ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, 0, 0, t.win);
+            /* Fetch_and_op and Compare_and_swap take predefined types only:
+             * the general path's form of them is Get_accumulate. */
+            if (dt == MPI_INT64_T)
+                MPI_Fetch_and_op(&inc, &old, dt, 0, t_disp(&t, 0, W_FOP * 8), MPI_SUM, t.win);
+            else
+                MPI_Get_accumulate(&inc, 1, dt, &old, 1, dt, 0, t_disp(&t, 0, W_FOP * 8), 1, dt,
+                                   MPI_SUM, t.win);
+            MPI_Accumulate(&inc, 1, dt, 0, t_disp(&t, 0, W_ACC * 8), 1, dt, MPI_SUM, t.win);
+            /* Increment by compare-and-swap: read, then retry until it sticks. */
+            MPI_Get_accumulate(NULL, 0, MPI_DATATYPE_NULL, &seen, 1, dt, 0,
+                               t_disp(&t, 0, W_CAS * 8), 1, dt, MPI_NO_OP, t.win);
+            MPI_Win_flush(0, t.win);
+            for (;;) {
+                int64_t next = seen + 1;
+                MPI_Compare_and_swap(&next, &seen, &got, MPI_INT64_T, 0, t_disp(&t, 0, W_CAS * 8),
+                                     t.win);
+                MPI_Win_flush(0, t.win);
+                if (got == seen)
+                    break;
+                seen = got;
+            }
+            int64_t mine = t_rank;
+            MPI_Put(&mine, 1, dt, 0, t_disp(&t, 0, W_PUT * 8), 1, dt, t.win);
+            MPI_Get(&got, 1, dt, 0, t_disp(&t, 0, W_PUT * 8), 1, dt, t.win);
+            if (mode == 2)
+                MPI_Win_unlock_all(t.win);
+            else
+                MPI_Win_unlock(0, t.win);
+            CHECK(got >= 0 && got < t_size, "mode %d: get of the put word read %lld", mode,
+                  (long long)got);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (t_rank == 0) {
+            const int64_t *w = (const int64_t *)t.base, want = (int64_t)ROUNDS * t_size;
+            CHECK(w[W_FOP] == want && w[W_ACC] == want && w[W_CAS] == want,
+                  "%s mode %d: fetch_and_op %lld, accumulate %lld, cas %lld, want %lld",
+                  flavor_name[flavor], mode, (long long)w[W_FOP], (long long)w[W_ACC],
+                  (long long)w[W_CAS], (long long)want);
+        }
+    }
+    /* The bounds check of the fast path: one element just past the end. */
+    MPI_Win_set_errhandler(t.win, MPI_ERRORS_RETURN);
+    int64_t x = 1, cls = 0;
+    MPI_Win_lock_all(0, t.win);
+    int rc = MPI_Put(&x, 1, MPI_INT64_T, 0, t_disp(&t, 0, NW * 8), 1, MPI_INT64_T, t.win);
+    int c = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS)
+        MPI_Error_class(rc, &c);
+    cls = c;
+    CHECK(cls == MPI_ERR_RMA_RANGE, "%s: put past the window's end gave class %lld",
+          flavor_name[flavor], (long long)cls);
+    rc = MPI_Fetch_and_op(&x, &cls, MPI_INT64_T, 0, t_disp(&t, 0, NW * 8 - 4), MPI_SUM, t.win);
+    c = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS)
+        MPI_Error_class(rc, &c);
+    CHECK(c == MPI_ERR_RMA_RANGE, "%s: fetch_and_op straddling the end gave class %d",
+          flavor_name[flavor], c);
+    onesided_win_stats_t st;
+    onesided_win_get_stats(t.win, &st);
+    MPI_Win_unlock_all(t.win);
+    /* Rank 0's fast path serves its own memory on every configuration. */
+    if (t_rank == 0 && flavor != F_CREATE && flavor != F_DYNAMIC)
+        CHECK(st.counter[ONESIDED_STAT_FAST_PATH_OPS] >= 5 * ROUNDS &&
+              st.counter[ONESIDED_STAT_ACC_EXCL_ELEMS] > 0,
+              "%s: fast path taken %llu times, plain stores under the exclusive lock %llu",
+              flavor_name[flavor], (unsigned long long)st.counter[ONESIDED_STAT_FAST_PATH_OPS],
+              (unsigned long long)st.counter[ONESIDED_STAT_ACC_EXCL_ELEMS]);
+    MPI_Type_free(&one);
+    t_win_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -270,6 +364,8 @@ int main(int argc, char **argv)
         large(f);
     }
     proc_null();
+    for (int f = 0; f < F_COUNT; f++)
+        single_elements(f);
     outstanding_requests(F_ALLOCATE);
     outstanding_requests(F_CREATE);
     MPI_Group_free(&world_group);

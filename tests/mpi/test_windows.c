@@ -477,6 +477,38 @@ static void shell_reuse(void)
     MPI_Win_free_keyval(&key);
 }
 
+/* A freed window's data segment is kept for the next one only up to 64 MiB
+ * per node. Windows above that, one after another on one communicator,
+ * each get a new segment (the second used to find a released one). */
+static void large_windows(void)
+{
+    const MPI_Aint bytes = ((MPI_Aint)80 << 20) / t_size; /* node-wide: above the 64 MiB kept */
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    for (int round = 0; round < 3; round++) {
+        char *base;
+        MPI_Win win;
+        MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+        CHECK(base != NULL, "large window %d: no memory", round);
+        if (!base) {
+            MPI_Win_free(&win);
+            continue;
+        }
+        memset(base, round, (size_t)bytes);
+        MPI_Barrier(MPI_COMM_WORLD); /* every window filled before anyone puts */
+        int v = round * 100 + t_rank;
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win);
+        MPI_Put(&v, 1, MPI_INT, right, bytes - (MPI_Aint)sizeof v, 1, MPI_INT, win);
+        MPI_Win_unlock(right, win);
+        MPI_Barrier(MPI_COMM_WORLD);
+        int got;
+        memcpy(&got, base + bytes - (MPI_Aint)sizeof got, sizeof got);
+        CHECK(got == round * 100 + left && base[0] == round,
+              "large window %d: last word %d (want %d), first byte %d", round, got,
+              round * 100 + left, base[0]);
+        MPI_Win_free(&win);
+    }
+}
+
 static void create_edge_cases(void)
 {
     /* Zero-size contributions with a NULL base, and a window on the stack. */
@@ -569,6 +601,7 @@ int main(int argc, char **argv)
     dynamic_regions();
     many_windows();
     shell_reuse();
+    large_windows();
     create_edge_cases();
     access_paths();
     return t_finish("test_windows");
