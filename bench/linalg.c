@@ -4,7 +4,8 @@
  * and pdgetrf on the same processes, grid, block size and matrix.
  *
  *   mpiexec -n P linalg [--sizes 512,1024] [--nb 128] [--kernels dgemm,lu]
- *                       [--reps R] [--ablation] [--no-scalapack] [--csv FILE]
+ *                       [--reps R] [--ablation] [--no-scalapack] [--impls LIST]
+ *                       [--csv FILE] [--inject-error]
  *
  * Distribution: ScaLAPACK's 2-D block cyclic, blocks of nb x nb on a Pr x Pc
  * grid (Pr <= Pc, as square as P allows), block (I, J) on process
@@ -39,7 +40,9 @@
  * Verification: C and the LU factors are gathered on rank 0 (after timing)
  * and checked against the generated matrices with a random vector:
  * |C x - A (B x)| / (|A| |B| |x| n eps) and |L (U x) - A x| / (|A| |x| n eps)
- * (infinity norms) must stay below 16. A failure aborts the run.
+ * (infinity norms) must stay below 16. A failure aborts the run;
+ * --inject-error changes one element of each RMA result before the check,
+ * so that a test can see the check fail.
  */
 #include "bench_impl.h"
 
@@ -68,6 +71,7 @@ void dgetrf_(const int *m, const int *n, double *a, const int *lda, int *ipiv, i
 void openblas_set_num_threads(int n);
 
 static int rank, nprocs, pr, pc, myrow, mycol;
+static bool inject_error; /* --inject-error */
 
 /* ------------------------------------------------------------ the matrices */
 
@@ -266,7 +270,8 @@ static double rma_dgemm(const impl_t *m, const layout_t *l, const dwin_t *A, con
         if (o.nonblocking && i + 1 < n)
             stage(m, l, A, B, &sorted[i + 1], buf + 2 * slot * nb2, buf + (2 * slot + 1) * nb2,
                   &next);
-        MPI_Waitall(2, cur.req, MPI_STATUSES_IGNORE);
+        MPI_Wait(&cur.req[0], MPI_STATUS_IGNORE);
+        MPI_Wait(&cur.req[1], MPI_STATUS_IGNORE);
         const task_t *t = &sorted[i];
         double *c = C + ((size_t)t->li * l->lc + t->lj) * nb2;
         cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, nb, nb, nb, 1.0, cur.a, nb, cur.b,
@@ -545,6 +550,13 @@ typedef struct {
     double *mem;
 } blocked_t;
 
+/* --inject-error: one wrong element in the first block rank 0 owns. */
+static void maybe_corrupt(double *blocks, const layout_t *l)
+{
+    if (inject_error && rank == 0 && l->lr && l->lc)
+        blocks[l->nb + 1] += 1e-3; /* row 1, column 1 */
+}
+
 static double *blocked_at(void *ctx, int I, int J, int *ld)
 {
     blocked_t *b = ctx;
@@ -594,22 +606,28 @@ static void scal_desc(const layout_t *l, int *desc, int *lld)
 
 static FILE *csv;
 
-static void report(const char *kernel, const char *impl, const layout_t *l, double secs,
-                   double flops, double residual, const char *opts)
+/* One kernel in one configuration; its repetitions interleave with the
+ * other kernels' (round robin), so that this noisy machine's slow and fast
+ * phases fall on every kernel alike. */
+typedef enum {
+    J_RMA_DGEMM, J_RMA_LU, J_PDGEMM, J_PDGETRF, J_DGEMM_CEILING, J_DGETRF_CEILING
+} job_kind_t;
+typedef struct {
+    job_kind_t kind;
+    const impl_t *m;    /* RMA kernels */
+    dgemm_opts_t o;     /* RMA-dgemm */
+    const char *opts;   /* label of the configuration ("" for the default) */
+    double t[16];
+    double residual;
+} job_t;
+
+static job_t job(job_kind_t kind, const impl_t *m, dgemm_opts_t o, const char *opts)
 {
-    if (rank != 0)
-        return;
-    double gf = flops / secs * 1e-9;
-    printf("%-10s %-10s %6d %5d %10.2f %9.4f %10.3f  %s\n", kernel, impl, l->n, l->nb, gf, secs,
-           residual, opts);
-    fflush(stdout);
-    if (csv)
-        fprintf(csv, "%s,%s,%d,%d,%.4f,%.5f,%.4f,%s\n", kernel, impl, l->n, l->nb, gf, secs,
-                residual, opts);
-    if (!(residual < RESIDUAL_BOUND))
-        BENCH_FAIL("linalg", "%s (%s) N=%d: scaled residual %g exceeds %g", kernel, impl, l->n,
-                   residual, RESIDUAL_BOUND);
+    return (job_t){ .kind = kind, .m = m, .o = o, .opts = opts };
 }
+
+static const char *const job_kernel[] = { "RMA-dgemm", "RMA-LU", "pdgemm", "pdgetrf", "dgemm",
+                                          "dgetrf" };
 
 static double median(double *v, int n)
 {
@@ -617,118 +635,146 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
-static void run_dgemm(const impl_t *m, const layout_t *l, int reps, dgemm_opts_t o,
-                      const char *label, const char *opts)
+static void report(const job_t *j, const layout_t *l, int reps)
 {
-    const size_t bytes = sizeof(double) * (size_t)l->lr * l->lc * l->nb * l->nb;
-    dwin_t A = dwin_make(m, (MPI_Aint)bytes, o.zero_copy), B = dwin_make(m, (MPI_Aint)bytes, o.zero_copy);
-    double *C = malloc(bytes ? bytes : 1), t[16];
-    fill_blocks(l, A.base, 0, false);
-    fill_blocks(l, B.base, 1, false);
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int r = 0; r < reps; r++)
-        t[r] = rma_dgemm(m, l, &A, &B, C, o);
-    blocked_t ctx = { l, C };
-    double res = check_dgemm(l, blocked_at, &ctx);
-    report("RMA-dgemm", label, l, median(t, reps), 2.0 * l->n * (double)l->n * l->n, res, opts);
-    free(C);
-    dwin_free(m, &B);
-    dwin_free(m, &A);
+    if (rank != 0)
+        return;
+    const bool lu = j->kind == J_RMA_LU || j->kind == J_PDGETRF || j->kind == J_DGETRF_CEILING;
+    const char *impl = j->m ? j->m->name
+                       : j->kind == J_PDGEMM || j->kind == J_PDGETRF ? "scalapack" : "ceiling";
+    double t[16];
+    memcpy(t, j->t, sizeof t);
+    double secs = median(t, reps), flops = (lu ? 2.0 / 3.0 : 2.0) * l->n * (double)l->n * l->n;
+    double gf = flops / secs * 1e-9;
+    printf("%-10s %-10s %6d %5d %10.2f %9.4f %10.3g  %s\n", job_kernel[j->kind], impl, l->n,
+           l->nb, gf, secs, j->residual, j->opts);
+    fflush(stdout);
+    if (csv)
+        fprintf(csv, "%s,%s,%d,%d,%.4f,%.5f,%.4g,%s\n", job_kernel[j->kind], impl, l->n, l->nb, gf,
+                secs, j->residual, j->opts);
+    if (!(j->residual < RESIDUAL_BOUND))
+        BENCH_FAIL("linalg", "%s (%s) N=%d: scaled residual %g exceeds %g", job_kernel[j->kind],
+                   impl, l->n, j->residual, RESIDUAL_BOUND);
 }
 
-static void run_lu(const impl_t *m, const layout_t *l, int reps)
+/* One repetition of an RMA kernel; the last one is verified. */
+static double rep_rma(job_t *j, const layout_t *l, bool verify)
 {
     const size_t bytes = sizeof(double) * (size_t)l->lr * l->lc * l->nb * l->nb;
-    double *A = malloc(bytes ? bytes : 1), t[16];
-    for (int r = 0; r < reps; r++) {
+    double t;
+    if (j->kind == J_RMA_DGEMM) {
+        dwin_t A = dwin_make(j->m, (MPI_Aint)bytes, j->o.zero_copy),
+               B = dwin_make(j->m, (MPI_Aint)bytes, j->o.zero_copy);
+        double *C = malloc(bytes ? bytes : 1);
+        fill_blocks(l, A.base, 0, false);
+        fill_blocks(l, B.base, 1, false);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = rma_dgemm(j->m, l, &A, &B, C, j->o);
+        if (verify) {
+            maybe_corrupt(C, l);
+            blocked_t ctx = { l, C };
+            j->residual = check_dgemm(l, blocked_at, &ctx);
+        }
+        free(C);
+        dwin_free(j->m, &B);
+        dwin_free(j->m, &A);
+    } else {
+        double *A = malloc(bytes ? bytes : 1);
         fill_blocks(l, A, 0, true);
-        t[r] = rma_lu(m, l, A);
+        t = rma_lu(j->m, l, A);
+        if (verify) {
+            maybe_corrupt(A, l);
+            blocked_t ctx = { l, A };
+            j->residual = check_lu(l, blocked_at, &ctx);
+        }
+        free(A);
     }
-    blocked_t ctx = { l, A };
-    double res = check_lu(l, blocked_at, &ctx);
-    report("RMA-LU", m->name, l, median(t, reps), 2.0 / 3.0 * l->n * (double)l->n * l->n, res, "");
-    free(A);
+    return t;
 }
 
-static void run_scalapack(const layout_t *l, int reps, bool lu)
+static double rep_scalapack(job_t *j, const layout_t *l, bool verify)
 {
-    int desc[9], lld, one = 1, info = 0;
+    const bool lu = j->kind == J_PDGETRF;
+    int desc[9], lld, one = 1, info = 0, zero_src = 0;
     scal_desc(l, desc, &lld);
-    int cols = numroc_(&l->n, &l->nb, &mycol, &(int){ 0 }, &pc);
+    int cols = numroc_(&l->n, &l->nb, &mycol, &zero_src, &pc);
     size_t words = (size_t)lld * (cols > 0 ? cols : 1);
     scal_t a = { l, malloc(sizeof(double) * words), lld }, b = { l, NULL, lld },
            c = { l, NULL, lld };
-    double t[16], alpha = 1.0, zero = 0.0;
+    double alpha = 1.0, zero = 0.0, t;
+    int *ipiv = malloc(sizeof(int) * (size_t)(lld + l->nb));
+    scal_fill(&a, 0, lu);
     if (!lu) {
         b.mem = malloc(sizeof(double) * words);
         c.mem = malloc(sizeof(double) * words);
-        scal_fill(&a, 0, false);
         scal_fill(&b, 1, false);
     }
-    int *ipiv = malloc(sizeof(int) * (size_t)(lld + l->nb));
-    for (int r = 0; r < reps; r++) {
-        if (lu)
-            scal_fill(&a, 0, true);
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        if (lu)
-            pdgetrf_(&l->n, &l->n, a.mem, &one, &one, desc, ipiv, &info);
-        else
-            pdgemm_("N", "N", &l->n, &l->n, &l->n, &alpha, a.mem, &one, &one, desc, b.mem, &one,
-                    &one, desc, &zero, c.mem, &one, &one, desc);
-        double dt = MPI_Wtime() - t0;
-        MPI_Allreduce(&dt, &t[r], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    }
-    double res = lu ? check_lu(l, scal_at, &a) : check_dgemm(l, scal_at, &c);
-    double flops = (lu ? 2.0 / 3.0 : 2.0) * l->n * (double)l->n * l->n;
-    report(lu ? "pdgetrf" : "pdgemm", "scalapack", l, median(t, reps), flops, res,
-           info ? "pivoting info != 0" : "");
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    if (lu)
+        pdgetrf_(&l->n, &l->n, a.mem, &one, &one, desc, ipiv, &info);
+    else
+        pdgemm_("N", "N", &l->n, &l->n, &l->n, &alpha, a.mem, &one, &one, desc, b.mem, &one, &one,
+                desc, &zero, c.mem, &one, &one, desc);
+    double dt = MPI_Wtime() - t0;
+    MPI_Allreduce(&dt, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (verify)
+        j->residual = info ? INFINITY : lu ? check_lu(l, scal_at, &a) : check_dgemm(l, scal_at, &c);
     free(ipiv);
     free(a.mem);
     free(b.mem);
     free(c.mem);
+    return t;
 }
 
-/* The ceiling: one process's OpenBLAS on the whole matrix, times P. */
-static void run_ceiling(const layout_t *l, int reps, bool lu)
+/* The ceiling: one process's OpenBLAS on the whole matrix, divided by P
+ * (P processes would each do 1/P of the work). */
+static double rep_ceiling(job_t *j, const layout_t *l)
 {
     const int n = l->n;
-    double t[16];
-    double *a = NULL, *b = NULL, *c = NULL;
-    int *ipiv = NULL, info = 0;
+    const bool lu = j->kind == J_DGETRF_CEILING;
+    double dt = 0;
     if (rank == 0) {
-        a = gen_full(0, n, lu);
-        if (!lu) {
+        double *a = gen_full(0, n, lu), *b = NULL, *c = NULL;
+        int *ipiv = NULL, info = 0;
+        if (lu) {
+            ipiv = malloc(sizeof(int) * (size_t)n);
+        } else {
             b = gen_full(1, n, false);
             c = malloc(sizeof(double) * (size_t)n * n);
-        } else {
-            ipiv = malloc(sizeof(int) * (size_t)n);
         }
+        double t0 = MPI_Wtime();
+        if (lu)
+            dgetrf_(&n, &n, a, &n, ipiv, &info);
+        else
+            cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a, n, b, n, 0.0,
+                        c, n);
+        dt = (MPI_Wtime() - t0) / nprocs;
+        free(a);
+        free(b);
+        free(c);
+        free(ipiv);
     }
-    for (int r = 0; r < reps; r++) {
-        double dt = 0;
-        if (rank == 0) {
-            if (lu && r) {
-                free(a);
-                a = gen_full(0, n, true);
+    MPI_Bcast(&dt, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return dt;
+}
+
+static void run_jobs(job_t *jobs, int njobs, const layout_t *l, int reps)
+{
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < njobs; k++) {
+            job_t *j = &jobs[k];
+            const bool last = r == reps - 1;
+            switch (j->kind) {
+            case J_RMA_DGEMM:
+            case J_RMA_LU: j->t[r] = rep_rma(j, l, last); break;
+            case J_PDGEMM:
+            case J_PDGETRF: j->t[r] = rep_scalapack(j, l, last); break;
+            default: j->t[r] = rep_ceiling(j, l); break;
             }
-            double t0 = MPI_Wtime();
-            if (lu)
-                dgetrf_(&n, &n, a, &n, ipiv, &info);
-            else
-                cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a, n, b, n,
-                            0.0, c, n);
-            dt = (MPI_Wtime() - t0) / nprocs; /* P processes would each do 1/P */
         }
-        MPI_Bcast(&dt, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-        t[r] = dt;
-    }
-    report(lu ? "dgetrf" : "dgemm", "ceiling", l, median(t, reps),
-           (lu ? 2.0 / 3.0 : 2.0) * n * (double)n * n, 0.0, "OpenBLAS, 1 process, x P");
-    free(a);
-    free(b);
-    free(c);
-    free(ipiv);
+    for (int k = 0; k < njobs; k++)
+        report(&jobs[k], l, reps);
 }
 
 static bool in_list(const char *list, const char *name)
@@ -758,6 +804,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(argv[i], "--ablation")) ablation = true;
         else if (!strcmp(argv[i], "--no-scalapack")) scalapack = false;
+        else if (!strcmp(argv[i], "--inject-error")) inject_error = true;
     }
     if (reps < 1 || reps > 16)
         reps = reps < 1 ? 1 : 16;
@@ -783,6 +830,17 @@ int main(int argc, char **argv)
                "seconds", "residual", "options");
     }
     const dgemm_opts_t all_on = { true, true, true };
+    const char *const ceiling = "OpenBLAS, 1 process, x P";
+    /* Paper 002, Table I, on onesided. */
+    static const struct {
+        dgemm_opts_t o;
+        const char *name;
+    } abl[] = {
+        { { false, false, true }, "zero-copy off, non-blocking off" },
+        { { false, true, true }, "zero-copy off, non-blocking on" },
+        { { true, false, true }, "zero-copy on, non-blocking off" },
+        { { true, true, false }, "zero-copy on, non-blocking on, contention order off" },
+    };
     for (const char *s = sizes; s && *s; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL) {
         int n = atoi(s);
         if (n < nb || n % nb) {
@@ -792,33 +850,27 @@ int main(int argc, char **argv)
             continue;
         }
         layout_t l = layout_make(n, nb);
+        job_t jobs[16];
+        int nj = 0;
         if (in_list(kernels, "dgemm")) {
             for (int k = 0; k < 2; k++)
                 if (in_list(impl_list, impls[k].name))
-                    run_dgemm(&impls[k], &l, reps, all_on, impls[k].name, "");
-            if (ablation) {
-                /* Paper 002, Table I, on onesided. */
-                static const struct { dgemm_opts_t o; const char *name; } abl[] = {
-                    { { false, false, true }, "zero-copy off, non-blocking off" },
-                    { { false, true, true }, "zero-copy off, non-blocking on" },
-                    { { true, false, true }, "zero-copy on, non-blocking off" },
-                    { { true, true, false }, "zero-copy on, non-blocking on, contention order off" },
-                };
-                for (size_t a = 0; a < sizeof abl / sizeof abl[0]; a++)
-                    run_dgemm(&impls[IMPL_ONESIDED], &l, reps, abl[a].o, "onesided", abl[a].name);
-            }
+                    jobs[nj++] = job(J_RMA_DGEMM, &impls[k], all_on, "");
+            for (size_t a = 0; ablation && a < sizeof abl / sizeof abl[0]; a++)
+                jobs[nj++] = job(J_RMA_DGEMM, &impls[IMPL_ONESIDED], abl[a].o, abl[a].name);
             if (scalapack)
-                run_scalapack(&l, reps, false);
-            run_ceiling(&l, reps, false);
+                jobs[nj++] = job(J_PDGEMM, NULL, all_on, "");
+            jobs[nj++] = job(J_DGEMM_CEILING, NULL, all_on, ceiling);
         }
         if (in_list(kernels, "lu")) {
             for (int k = 0; k < 2; k++)
                 if (in_list(impl_list, impls[k].name))
-                    run_lu(&impls[k], &l, reps);
+                    jobs[nj++] = job(J_RMA_LU, &impls[k], all_on, "");
             if (scalapack)
-                run_scalapack(&l, reps, true);
-            run_ceiling(&l, reps, true);
+                jobs[nj++] = job(J_PDGETRF, NULL, all_on, "");
+            jobs[nj++] = job(J_DGETRF_CEILING, NULL, all_on, ceiling);
         }
+        run_jobs(jobs, nj, &l, reps);
     }
     if (csv)
         fclose(csv);

@@ -1,8 +1,10 @@
 /*
  * The remote engine's own header: the request protocol between an origin
- * on one node (remote.c) and the target process that serves it on another
- * (remote_serve.c), and what the two files share. Nothing outside them
- * includes it.
+ * on one node and the target process that serves it on another, and what
+ * the engine's files share. One-way: remote.c (operations, flush) uses
+ * remote_lock.c (lock epochs) and remote_msg.c (requests); remote_lock.c
+ * uses remote_msg.c; remote_win.c sets up a window's remote state;
+ * remote_serve.c is the target side. Nothing outside them includes it.
  */
 #ifndef OS_REMOTE_H
 #define OS_REMOTE_H
@@ -40,6 +42,57 @@ typedef struct {
 /* How the lock manager answered a lock request (K_LOCK's `basic` is 1 for a
  * hybrid request, one that found the network word parked). */
 typedef enum { GRANT_CPU, GRANT_NET, GRANT_RETRY } grant_t;
+
+/* remote_msg.c: requests to a target on another node. */
+/* Progress the network (never from inside a handler). */
+void os_req_progress(void);
+/* Send a request and wait for its reply (fetched bytes into buf, up to cap);
+ * the _grant form also returns a lock request's grant_t. */
+os_status_t os_req_call_grant(os_win_t *w, int target, req_hdr_t *h, const void *data,
+                              size_t dlen, void *buf, size_t cap, uint8_t *grant);
+os_status_t os_req_call(os_win_t *w, int target, req_hdr_t *h, const void *data, size_t dlen,
+                        void *buf, size_t cap);
+/* Send a request whose reply only decrements w->acks[target]. */
+os_status_t os_req_post_acked(os_win_t *w, int target, req_hdr_t *h, const void *data,
+                              size_t dlen);
+os_status_t os_req_post_noreply(os_win_t *w, int target, req_hdr_t *h);
+/* Pack an operation's target runs (offsets; addresses for dynamic windows)
+ * and, with_data, its origin data: *msg is malloc'd. */
+os_status_t os_req_build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool with_data,
+                         char **msg, size_t *mlen, uint32_t *nruns, size_t *total);
+/* Unpack bytes into `count` elements of t at base. */
+void os_req_scatter(void *base, const os_dtype_t *t, size_t count, const char *src,
+                    size_t bytes);
+/* A request that carries an operation inside a held lock: puts and
+ * accumulates are acknowledged at the next flush, the rest wait for their
+ * reply (rbytes fetched bytes scattered into rbuf). */
+os_status_t os_req_send_op(os_win_t *w, int target, req_hdr_t *h, const char *msg, size_t mlen,
+                           void *rbuf, const os_dtype_t *rtype, size_t rcount, size_t rbytes);
+/* Until every request posted to target has been applied. */
+void os_req_await_acks(os_win_t *w, int target);
+/* RDMA to target flushed and its requests acknowledged. */
+os_status_t os_req_flush(os_win_t *w, int target);
+
+/* remote_lock.c: an operation kept for lock piggybacking (remote.c explains),
+ * one per target of a window (os_win_t.kept); remote_win.c frees them. */
+typedef struct os_kept_op {
+    bool exclusive;    /* the epoch's lock type */
+    req_hdr_t h;       /* the request the operation would be on its own... */
+    char *msg;         /* ... its runs and origin data; NULL: no operation kept */
+    size_t mlen;
+    void *rbuf;        /* where fetched bytes go (get: the origin buffer) ... */
+    os_dtype_t *rtype; /* ... in this type, retained: the program may free it */
+    size_t rcount, rbytes;
+} os_kept_op_t;
+void os_kept_clear(os_kept_op_t *k);
+/* Can an operation toward a deferred lock wait for unlock? Then keep it
+ * (takes msg; rtype is retained). */
+bool os_kept_can_keep(const os_win_t *w, const os_rma_op_t *op);
+void os_kept_keep(os_win_t *w, int target, const req_hdr_t *h, char *msg, size_t mlen,
+                  void *rbuf, os_dtype_t *rtype, size_t rcount, size_t rbytes);
+/* A deferred lock that cannot wait any more: ask for it, send the kept
+ * operation. */
+os_status_t os_kept_take(os_win_t *w, int target);
 
 /* remote_serve.c: the target side. */
 /* The active-message handler of requests. */

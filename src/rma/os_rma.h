@@ -335,7 +335,15 @@ bool os_dyn_find(os_win_t *w, int target, uint64_t addr, uint64_t len);
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op);
 os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
 
-/* ops.c: the atomicity path of an accumulate on `t` elements at taddr. */
+/* apply.c: operations on memory of this node (taddr resolved and checked). */
+os_status_t os_apply_move(os_win_t *w, int target, bool to_target, char *taddr,
+                          const os_dtype_t *ttype, size_t tcount, const void *laddr,
+                          const os_dtype_t *ltype, size_t lcount);
+/* Accumulate, Get_accumulate and Fetch_and_op. */
+os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr);
+os_status_t os_apply_cas(os_win_t *w, const os_rma_op_t *op, char *taddr);
+
+/* apply.c: the atomicity path of an accumulate on `t` elements at taddr. */
 os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, const os_dtype_t *t);
 
 /* Around CPU-atomic accumulates on `target` (waits while a bulk one runs
@@ -344,7 +352,7 @@ void os_acc_atomic_enter(os_win_t *w, int target);
 bool os_acc_atomic_try_enter(os_win_t *w, int target);
 void os_acc_atomic_exit(os_win_t *w);
 
-/* ops.c: for remote.c */
+/* apply.c: for remote_serve.c */
 /* A contiguous piece of a target buffer in a request from another node:
  * a byte offset in the window, or an address for dynamic windows. */
 typedef struct {

@@ -202,7 +202,8 @@ static void layout_cache(void)
     int ok = 1;
     for (int i = 0; i < 12; i++)
         ok &= w[i] == (i % 3 ? 0 : ROUNDS);
-    CHECK(ok, "layout cache: vector accumulated %d rounds: %d %d %d %d", ROUNDS, w[0], w[1], w[3], w[9]);
+    CHECK(ok, "layout cache: vector accumulated %d rounds: %d %d %d %d", ROUNDS, w[0], w[1], w[3],
+          w[9]);
     const float *f = (const float *)(t.base + 256);
     CHECK(f[0] == 0.5f && f[3] == 0.5f && f[1] == 0.0f,
           "layout cache: float vector after an int one: %g %g %g", f[0], f[3], f[1]);

@@ -1,0 +1,295 @@
+/* Between nodes: lock epochs toward a target on another node, in the three
+ * designs (paper 000: manager, network, hybrid; remote.c's header comment
+ * says how each works) and with lock piggybacking (paper 003). Sends its
+ * requests through remote_msg.c. */
+#include "os_remote.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------ lock piggybacking */
+
+/* Paper 003 section 4.3, for the manager design toward another node:
+ * MPI_Win_lock only notes the epoch (OS_HOLD_DEFERRED). The epoch's first
+ * operation, when short, contiguous at the target and not an R* form, is
+ * built into its request and kept here; at unlock it goes with the lock
+ * request as one K_LOCK_OP, which the target queues like a lock request,
+ * applies once the lock is granted and answers with the result: one round
+ * trip for lock, operation and unlock instead of three. An epoch with no
+ * operation sends nothing. Whatever cannot wait for unlock (a second
+ * operation, a flush, an R* call, MPI_Win_sync) first asks for the lock, then sends what
+ * was kept, so operations still reach the target in issue order.
+ * Why MPI allows it: MPI_Win_lock need not block until the lock is acquired
+ * (MPI-3.1 11.5.3), and before unlock or flush nothing the origin can see
+ * tells whether it was. */
+
+void os_kept_clear(os_kept_op_t *k)
+{
+    free(k->msg);
+    if (k->rtype)
+        os_dtype_release(k->rtype);
+    *k = (os_kept_op_t){ .exclusive = k->exclusive };
+}
+
+/* Takes msg. */
+void os_kept_keep(os_win_t *w, int target, const req_hdr_t *h, char *msg, size_t mlen,
+                    void *rbuf, os_dtype_t *rtype, size_t rcount, size_t rbytes)
+{
+    os_kept_op_t *k = &w->kept[target];
+    if (rtype)
+        os_dtype_retain(rtype);
+    *k = (os_kept_op_t){ .exclusive = k->exclusive, .h = *h, .msg = msg,
+                         .mlen = mlen, .rbuf = rbuf, .rtype = rtype, .rcount = rcount,
+                         .rbytes = rbytes };
+}
+
+/* Whether an operation toward a deferred lock can wait for unlock. */
+bool os_kept_can_keep(const os_win_t *w, const os_rma_op_t *op)
+{
+    return !op->request && w->flavor != OS_FLAVOR_DYNAMIC && !w->kept[op->target].msg &&
+           op->ttype->contig && op->tcount * op->ttype->size <= (size_t)w->cfg.lock_piggyback;
+}
+
+static os_status_t manager_lock(os_win_t *w, int target, bool exclusive, bool hybrid,
+                                uint8_t *grant)
+{
+    req_hdr_t h = { .kind = K_LOCK, .op = exclusive, .basic = hybrid };
+    OS_STAT(w, LOCK_MANAGER, 1);
+    return os_req_call_grant(w, target, &h, NULL, 0, NULL, 0, grant);
+}
+
+/* A deferred lock that cannot wait any more: ask for it, then send the kept
+ * operation. After a failure the epoch holds nothing (unlock sends nothing). */
+os_status_t os_kept_take(os_win_t *w, int target)
+{
+    os_kept_op_t *k = &w->kept[target];
+    os_status_t st = manager_lock(w, target, k->exclusive, false, NULL);
+    w->lock_how[target] = st ? OS_HOLD_NONE : OS_HOLD_MANAGER;
+    if (!st && k->msg)
+        st = os_req_send_op(w, target, &k->h, k->msg, k->mlen, k->rbuf, k->rtype, k->rcount, k->rbytes);
+    os_kept_clear(k);
+    return st;
+}
+
+/* Unlock of a lock never asked for: the kept operation, if any, goes with
+ * the lock request, and its reply completes the epoch at the target. */
+static os_status_t unlock_deferred(os_win_t *w, int target)
+{
+    os_kept_op_t *k = &w->kept[target];
+    os_status_t st = OS_OK;
+    char *data = NULL;
+    if (!k->msg) {
+        OS_STAT(w, LOCK_ELIDED, 1);
+        goto out;
+    }
+    const size_t dlen = sizeof k->h + k->mlen;
+    if (!(data = malloc(dlen))) {
+        st = OS_ERR(OS_ERR_NOMEM, "lock request of %zu bytes", dlen);
+        goto out;
+    }
+    memcpy(data, &k->h, sizeof k->h);
+    memcpy(data + sizeof k->h, k->msg, k->mlen);
+    req_hdr_t h = { .kind = K_LOCK_OP, .op = k->exclusive };
+    OS_STAT(w, LOCK_MANAGER, 1);
+    OS_STAT(w, LOCK_PIGGYBACKED, 1);
+    st = os_req_send_op(w, target, &h, data, dlen, k->rbuf, k->rtype, k->rcount, k->rbytes);
+out:
+    free(data);
+    os_kept_clear(k);
+    return st;
+}
+
+/* Take the target's network lock word with network atomics (os_netlock.h);
+ * *parked when it lives on the CPU side (hybrid, CPU mode). */
+static os_status_t net_lock(os_win_t *w, int target, bool exclusive, bool *parked,
+                            bool *contended)
+{
+    static const int amo_op[] = { [OS_NL_ADD] = OS_UCX_AMO_ADD, [OS_NL_CSWAP] = OS_UCX_AMO_CSWAP,
+                                  [OS_NL_OR] = OS_UCX_AMO_OR };
+    os_nl_fsm_t f;
+    os_nl_amo_t a;
+    os_backoff_t b = OS_BACKOFF_INIT;
+    os_nl_start(&f, exclusive);
+    for (;;) {
+        switch (os_nl_next(&f, &a)) {
+        case OS_NL_DO_AMO: {
+            uint64_t old = a.compare;
+            os_status_t st = os_ucx_atomic(w->peers[target].world, amo_op[a.op], 8, a.value, &old,
+                                           w->nl_addr[target], w->nl_rkey[target]);
+            if (st)
+                return st;
+            os_nl_feed(&f, old);
+            break;
+        }
+        case OS_NL_DO_BACKOFF:
+            *contended = true;
+            OS_STAT(w, LOCK_NET_RETRIES, 1);
+            os_backoff_wait(&b);
+            break;
+        case OS_NL_DO_GOT:
+            *parked = false;
+            OS_STAT(w, LOCK_NETWORK, 1);
+            return OS_OK;
+        default:
+            *parked = true;
+            return OS_OK;
+        }
+    }
+}
+
+/* The release of a network lock goes right behind the epoch's operations,
+ * ordered by a fence, and one flush completes them all: one round trip
+ * instead of a flush and then a fetching atomic. Accumulates sent as
+ * requests are applied first (their acknowledgements). The fence orders
+ * operations of one kind of path only: a put that UCX emulates (applied
+ * later by the target's worker) and a release done by a shared-memory
+ * atomic at once are not ordered by it, so that mix flushes the puts
+ * first (a reader took the lock and saw half a put before this rule). */
+static os_status_t net_unlock(os_win_t *w, int target, bool exclusive)
+{
+    const os_peer_t *p = &w->peers[target];
+    os_nl_amo_t a = os_nl_release(exclusive);
+    os_req_await_acks(w, target);
+    if (p->access == OS_PEER_REMOTE && w->dirty[target] && p->zero_copy != p->word_zero_copy) {
+        os_status_t st = os_ucx_flush(p->rdma_world);
+        w->dirty[target] = 0;
+        if (st)
+            return st;
+    }
+    os_ucx_fence();
+    os_status_t st = os_ucx_atomic_post(p->world, OS_UCX_AMO_ADD, 8, a.value,
+                                        w->nl_addr[target], w->nl_rkey[target]);
+    os_status_t st2 = os_ucx_flush(p->world);
+    if (p->access == OS_PEER_REMOTE && w->dirty[target] && p->rdma_world != p->world) {
+        os_status_t st3 = os_ucx_flush(p->rdma_world);
+        if (!st2)
+            st2 = st3;
+    }
+    if (p->access == OS_PEER_REMOTE)
+        w->dirty[target] = 0;
+    return st ? st : st2;
+}
+
+os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive, bool *contended)
+{
+    uint8_t *how = &w->lock_how[target];
+    os_rank_ctl_t *c = &w->ctl[target];
+    const bool local = w->peers[target].access != OS_PEER_REMOTE;
+    const os_lock_policy_t policy = (os_lock_policy_t)w->cfg.lock_policy;
+    const unsigned streak = (unsigned)w->cfg.lock_streak;
+    os_backoff_t b = OS_BACKOFF_INIT;
+    os_status_t st = OS_OK;
+    bool parked;
+    uint8_t grant;
+
+    if (w->cfg.lock == OS_LOCK_MANAGER) {
+        /* Not under MPI_THREAD_MULTIPLE: a deferred lock is taken inside
+         * unlock or an operation, waits the window's other threads could not
+         * get past (they would hold up each other's unlocks across
+         * processes); eager locks wait in MPI_Win_lock, which lets them. */
+        if (!local && w->cfg.lock_piggyback > 0 && !os_threaded) {
+            *how = OS_HOLD_DEFERRED; /* lock piggybacking, above */
+            w->kept[target].exclusive = exclusive;
+            return OS_OK;
+        }
+        *how = OS_HOLD_MANAGER;
+        return manager_lock(w, target, exclusive, false, NULL);
+    }
+    if (w->cfg.lock == OS_LOCK_NETWORK) {
+        *how = OS_HOLD_NET;
+        if (!(st = net_lock(w, target, exclusive, &parked, contended)) && parked)
+            st = OS_ERR(OS_ERR_OTHER, "the network lock word of rank %d is parked in a "
+                        "window whose lock design is 'network'", target);
+        return st;
+    }
+    /* Hybrid. */
+    for (;;) {
+        if (local) {
+            /* The node's lockers use the CPU lock, unless the lock is in
+             * network mode and the policy keeps it there. Drawing a CPU
+             * ticket in network mode asks the manager to migrate it back
+             * (it sees the ticket queue behind its park ticket). */
+            if (atomic_load_explicit(&c->lock_mode, memory_order_acquire) == OS_LOCKMODE_NET &&
+                !os_lock_policy_migrate(policy, atomic_load(&c->lock_local_count), streak,
+                                       &w->lock_rng)) {
+                if ((st = net_lock(w, target, exclusive, &parked, contended)))
+                    return st;
+                if (!parked) {
+                    atomic_fetch_add_explicit(&c->lock_local_count, 1, memory_order_relaxed);
+                    *how = OS_HOLD_NET;
+                    return OS_OK;
+                }
+                *contended = true; /* a migration back is under way */
+                os_backoff_wait(&b);
+                continue;
+            }
+            if (exclusive)
+                os_lock_acquire_excl(&c->lock, contended);
+            else
+                os_lock_acquire_shared(&c->lock, contended);
+            *how = OS_HOLD_CPU;
+            return OS_OK;
+        }
+        if ((st = net_lock(w, target, exclusive, &parked, contended)))
+            return st;
+        if (!parked) {
+            *how = OS_HOLD_NET;
+            return OS_OK;
+        }
+        if ((st = manager_lock(w, target, exclusive, true, &grant)))
+            return st;
+        if (grant != GRANT_RETRY) {
+            *how = grant == GRANT_NET ? OS_HOLD_NET : OS_HOLD_MANAGER;
+            return OS_OK;
+        }
+        *contended = true;
+    }
+}
+
+os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive)
+{
+    if (w->lock_how[target] == OS_HOLD_DEFERRED) {
+        /* Nothing was sent before: nothing to flush. */
+        w->lock_how[target] = OS_HOLD_NONE;
+        return unlock_deferred(w, target);
+    }
+    if (w->lock_how[target] == OS_HOLD_NET) {
+        w->lock_how[target] = OS_HOLD_NONE;
+        return net_unlock(w, target, exclusive); /* flushes too */
+    }
+    os_status_t st = os_req_flush(w, target), st2 = OS_OK;
+    switch (w->lock_how[target]) {
+    case OS_HOLD_NONE: /* a deferred lock whose request failed */
+        break;
+    case OS_HOLD_CPU:
+        if (exclusive)
+            os_lock_release_excl(&w->ctl[target].lock);
+        else
+            os_lock_release_shared(&w->ctl[target].lock);
+        break;
+    default: {
+        req_hdr_t h = { .kind = K_UNLOCK, .op = exclusive };
+        st2 = os_req_call(w, target, &h, NULL, 0, NULL, 0);
+        break;
+    }
+    }
+    w->lock_how[target] = OS_HOLD_NONE;
+    return st ? st : st2;
+}
+
+/* MPI_Win_sync: a program that polls its own memory may be waiting for
+ * what it issued before (mpi4py's MCS mutex adds itself to its predecessor's
+ * queue by an accumulate, then polls with MPI_Win_sync until granted), so kept
+ * operations cannot wait for unlock any longer: their locks are asked for now. */
+os_status_t os_remote_send_kept(os_win_t *w)
+{
+    os_status_t first = OS_OK;
+    for (int t = 0; w->multinode && t < w->nranks; t++)
+        if (w->lock_how[t] == OS_HOLD_DEFERRED && w->kept[t].msg) {
+            os_status_t st = os_kept_take(w, t);
+            if (st && !first)
+                first = st;
+        }
+    return first;
+}
+

@@ -1,0 +1,232 @@
+/* Between nodes: requests and replies. An origin's request either waits for
+ * its reply (os_req_call) or is acknowledged later by decrementing a counter
+ * that flush and unlock wait on (os_req_post_acked); both carry the target
+ * runs and origin data os_req_build packs. Used by the operations
+ * (remote.c) and the lock epochs (remote_lock.c); the target's side is
+ * remote_serve.c, the protocol os_remote.h. */
+#include "os_remote.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* --------------------------------------------------------- the origin side */
+
+/* An origin waiting for one reply. */
+typedef struct {
+    _Atomic int done;
+    int32_t status;
+    uint8_t grant;
+    char *buf;
+    size_t cap;
+} reply_slot_t;
+
+static void on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
+                     size_t dlen)
+{
+    (void)arg;
+    (void)reply;
+    (void)hlen;
+    /* Headers arrive 4-byte aligned: read them through an aligned copy. */
+    reply_hdr_t copy;
+    memcpy(&copy, hdr, sizeof copy);
+    const reply_hdr_t *r = &copy;
+    OS_DEBUG("reply token %llx ack %d", (unsigned long long)r->token, r->ack);
+    if (r->ack) {
+        atomic_fetch_sub_explicit((_Atomic int64_t *)(uintptr_t)r->token, 1,
+                                  memory_order_release);
+        return;
+    }
+    reply_slot_t *slot = (reply_slot_t *)(uintptr_t)r->token;
+    if (slot->buf && dlen)
+        memcpy(slot->buf, data, dlen < slot->cap ? dlen : slot->cap);
+    slot->status = r->status;
+    slot->grant = r->grant;
+    atomic_store_explicit(&slot->done, 1, memory_order_release);
+}
+
+
+/* The backoff hook: progress the network, but never from inside a handler
+ * (UCX does not allow recursive progress). */
+static __thread int progress_depth;
+void os_req_progress(void)
+{
+    if (progress_depth)
+        return;
+    progress_depth++;
+    os_ucx_progress();
+    progress_depth--;
+}
+
+os_status_t os_remote_init(void)
+{
+    os_status_t st;
+    if ((st = os_ucx_am_register(AM_REQUEST, os_serve_request, NULL)) ||
+        (st = os_ucx_am_register(AM_REPLY, on_reply, NULL)))
+        return st;
+    os_ucx_set_idle_hook(os_serve_retry);
+    os_backoff_hook = os_req_progress;
+    return OS_OK;
+}
+
+/* Send a request and wait for its reply (into buf, up to cap bytes). */
+os_status_t os_req_call_grant(os_win_t *w, int target, req_hdr_t *h, const void *data,
+                              size_t dlen, void *buf, size_t cap, uint8_t *grant)
+{
+    reply_slot_t slot = { .buf = buf, .cap = cap };
+    h->win = w->id;
+    h->src = w->rank;
+    h->token = (uint64_t)(uintptr_t)&slot;
+    h->ack = 0;
+    OS_DEBUG("call kind %d to rank %d token %llx", h->kind, target, (unsigned long long)h->token);
+    os_status_t st = os_ucx_am_send(w->peers[target].world, AM_REQUEST, h, sizeof *h, data, dlen);
+    if (st)
+        return st;
+    os_backoff_t b = OS_BACKOFF_INIT;
+    while (!atomic_load_explicit(&slot.done, memory_order_acquire)) {
+        os_req_progress();
+        os_backoff_wait(&b);
+    }
+    if (grant)
+        *grant = slot.grant;
+    if (slot.status)
+        return OS_ERR((os_status_t)slot.status, "rank %d refused the request (see its log)",
+                      target);
+    return OS_OK;
+}
+
+os_status_t os_req_call(os_win_t *w, int target, req_hdr_t *h, const void *data, size_t dlen,
+                        void *buf, size_t cap)
+{
+    return os_req_call_grant(w, target, h, data, dlen, buf, cap, NULL);
+}
+
+/* Send a request whose reply only decrements the target's ack counter. */
+os_status_t os_req_post_acked(os_win_t *w, int target, req_hdr_t *h, const void *data,
+                              size_t dlen)
+{
+    h->win = w->id;
+    h->src = w->rank;
+    h->token = (uint64_t)(uintptr_t)&w->acks[target];
+    h->ack = 1;
+    atomic_fetch_add_explicit(&w->acks[target], 1, memory_order_relaxed);
+    os_status_t st = os_ucx_am_send(w->peers[target].world, AM_REQUEST, h, sizeof *h, data, dlen);
+    if (st)
+        atomic_fetch_sub_explicit(&w->acks[target], 1, memory_order_relaxed);
+    return st;
+}
+
+os_status_t os_req_post_noreply(os_win_t *w, int target, req_hdr_t *h)
+{
+    h->win = w->id;
+    h->src = w->rank;
+    h->token = 0;
+    return os_ucx_am_send(w->peers[target].world, AM_REQUEST, h, sizeof *h, NULL, 0);
+}
+
+/* Runs of the target type, as offsets in the target's window (addresses for
+ * dynamic windows), followed by the packed origin data. */
+os_status_t os_req_build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool with_data,
+                         char **msg, size_t *mlen, uint32_t *nruns, size_t *total)
+{
+    os_cursor_t tc;
+    char *run;
+    size_t len, n = 0, bytes = 0;
+    const os_peer_t *p = &w->peers[op->target];
+    const uintptr_t origin0 = w->flavor == OS_FLAVOR_DYNAMIC ? 0 : (uintptr_t)p->base;
+    os_cursor_init(&tc, op->ttype, taddr, op->tcount);
+    while ((len = os_cursor_next(&tc, SIZE_MAX, &run))) {
+        n++;
+        bytes += len;
+    }
+    size_t extra = op->kind == OS_RMA_CAS ? op->ttype->size : 0;
+    size_t size = n * sizeof(os_run_t) + (with_data ? bytes : 0) + extra;
+    char *m = malloc(size ? size : 1);
+    if (!m)
+        return OS_ERR(OS_ERR_NOMEM, "request of %zu bytes", size);
+    os_run_t *runs = (os_run_t *)m;
+    os_cursor_init(&tc, op->ttype, taddr, op->tcount);
+    for (size_t i = 0; (len = os_cursor_next(&tc, SIZE_MAX, &run)); i++)
+        runs[i] = (os_run_t){ (uint64_t)((uintptr_t)run - origin0), len };
+    if (with_data) {
+        os_cursor_t oc;
+        char *src, *dst = m + n * sizeof(os_run_t), *end = dst + bytes;
+        os_cursor_init(&oc, op->otype, op->origin, op->ocount);
+        while (dst < end && (len = os_cursor_next(&oc, (size_t)(end - dst), &src))) {
+            memcpy(dst, src, len);
+            dst += len;
+        }
+    }
+    if (extra)
+        memcpy(m + n * sizeof(os_run_t) + (with_data ? bytes : 0), op->compare, extra);
+    *msg = m;
+    *mlen = size;
+    *nruns = (uint32_t)n;
+    *total = bytes;
+    return OS_OK;
+}
+
+void os_req_scatter(void *base, const os_dtype_t *t, size_t count, const char *src, size_t bytes)
+{
+    os_cursor_t c;
+    char *p;
+    size_t n;
+    os_cursor_init(&c, t, base, count);
+    while (bytes && (n = os_cursor_next(&c, bytes, &p))) {
+        memcpy(p, src, n);
+        src += n;
+        bytes -= n;
+    }
+}
+
+bool os_remote_req_test(os_ucx_done_t *d, os_status_t *st)
+{
+    if (atomic_load_explicit(&d->pending, memory_order_acquire) > 0)
+        os_req_progress();
+    if (atomic_load_explicit(&d->pending, memory_order_acquire) > 0)
+        return false;
+    *st = atomic_load_explicit(&d->failed, memory_order_relaxed)
+              ? OS_ERR(OS_ERR_OTHER, "UCX: a request-based put or get failed")
+              : OS_OK;
+    return true;
+}
+
+/* Until every accumulate sent to target as a request has been applied. */
+void os_req_await_acks(os_win_t *w, int target)
+{
+    os_backoff_t b = OS_BACKOFF_INIT;
+    while (atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0) {
+        os_req_progress();
+        os_backoff_wait(&b);
+    }
+}
+
+/* A request that carries an operation, inside a held lock: puts and
+ * accumulates are acknowledged at the next flush, the rest wait for their
+ * reply here (fetched bytes, rbytes of them, scattered into rbuf). */
+os_status_t os_req_send_op(os_win_t *w, int target, req_hdr_t *h, const char *msg, size_t mlen,
+                           void *rbuf, const os_dtype_t *rtype, size_t rcount, size_t rbytes)
+{
+    if ((h->kind == K_ACC || h->kind == K_PUT) && w->flavor != OS_FLAVOR_DYNAMIC)
+        return os_req_post_acked(w, target, h, msg, mlen);
+    char *fetched = NULL;
+    if (rbytes && !(fetched = malloc(rbytes)))
+        return OS_ERR(OS_ERR_NOMEM, "reply buffer of %zu bytes", rbytes);
+    os_status_t st = os_req_call(w, target, h, msg, mlen, fetched, rbytes);
+    if (!st && fetched)
+        os_req_scatter(rbuf, rtype, rcount, fetched, rbytes);
+    free(fetched);
+    return st;
+}
+
+
+/* What was sent to target is complete there: RDMA flushed, requests acknowledged. */
+os_status_t os_req_flush(os_win_t *w, int target)
+{
+    os_status_t st = OS_OK;
+    if (w->dirty[target]) {
+        st = os_ucx_flush(w->peers[target].rdma_world);
+        w->dirty[target] = 0;
+    }
+    os_req_await_acks(w, target);
+    return st;
+}

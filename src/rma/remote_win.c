@@ -1,0 +1,197 @@
+/* Between nodes: a window's remote state over its lifetime. One exchange at
+ * creation (the memory's packed key, the lock word's, whose endpoint reaches
+ * the memory), the keys unpacked and probed for zero copy; undone at free.
+ * The operations that use them are in remote.c. */
+#include "os_remote.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t next_id = 1; /* window ids: the same in every process of a window */
+
+/* ------------------------------------------------------- window lifetime */
+
+/* What each process tells the others about its window, in one allgather;
+ * the two packed keys follow in one allgatherv. */
+typedef struct {
+    uint64_t base;      /* window memory */
+    uint64_t word;      /* network lock word */
+    int32_t key_len;    /* the memory's packed key (0: none) */
+    int32_t word_key_len;
+    int32_t rdma_world; /* whose endpoint reaches the memory */
+    int32_t zero_copy;
+} remote_info_t;
+
+/* Allocations of the window's remote state, and this process's lock word:
+ * allocated by UCX, so that other processes' network atomics on it need no
+ * help from us (the node's own lockers take it too, in network mode). */
+static os_status_t remote_alloc(os_win_t *w)
+{
+    const int n = w->nranks;
+    void *word;
+    os_status_t st;
+    w->dirty = calloc((size_t)n, 1);
+    w->acks = calloc((size_t)n, sizeof *w->acks);
+    w->lock_how = calloc((size_t)n, 1);
+    w->kept = calloc((size_t)n, sizeof *w->kept);
+    w->nl_addr = calloc((size_t)n, sizeof *w->nl_addr);
+    w->nl_rkey = calloc((size_t)n, sizeof *w->nl_rkey);
+    if (!w->dirty || !w->acks || !w->lock_how || !w->kept || !w->nl_addr || !w->nl_rkey)
+        return OS_ERR(OS_ERR_NOMEM, "window of %d processes", n);
+    if ((st = os_ucx_mem_alloc(OS_CACHELINE, &w->netreg, &word)))
+        return st;
+    w->netword = word;
+    atomic_store(w->netword, 0);
+    w->lock_rng = (uint64_t)w->peers[w->rank].world * 0x9e3779b97f4a7c15ull + 1;
+    if (w->cfg.lock == OS_LOCK_HYBRID) {
+        /* Before anybody has the key: the word starts parked, CPU mode. */
+        os_rank_ctl_t *c = &w->ctl[w->rank];
+        os_hyb_init(&w->hyb, &c->lock, &c->lock_mode, &c->lock_local_count, w->netword,
+                    w->lock_rng);
+        w->hyb_ready = true;
+    }
+    return OS_OK;
+}
+
+/* Keys to this process's window memory: the node's UCX-allocated data
+ * segment (its first process owns the key), or a registration of memory
+ * UCX did not allocate, which its transports reach through our worker.
+ * Dynamic windows have none: their regions come and go, and are served by
+ * request. */
+static os_status_t memory_key(os_win_t *w, const void *base, size_t bytes, remote_info_t *me,
+                              const char **key)
+{
+    const os_shell_t *sh = w->shell;
+    os_status_t st;
+    *key = NULL;
+    me->base = (uint64_t)(uintptr_t)base;
+    me->rdma_world = w->peers[w->rank].world;
+    if (w->flavor == OS_FLAVOR_DYNAMIC || !bytes)
+        return OS_OK;
+    if (w->flavor == OS_FLAVOR_ALLOCATE && sh->data_ucx) {
+        /* Each process of the node maps the segment at its own address;
+         * the key names the owner's. */
+        *key = sh->data_key;
+        me->base = sh->data_key_addr + (uint64_t)((const char *)base - (char *)sh->data.addr);
+        me->key_len = (int32_t)sh->data_key_len;
+        me->rdma_world = sh->node_first;
+        me->zero_copy = sh->data_zero_copy;
+        return OS_OK;
+    }
+    if ((st = os_ucx_mem_map((void *)base, bytes, &w->reg)))
+        return st;
+    *key = w->reg.rkey_buf;
+    me->key_len = (int32_t)w->reg.rkey_len;
+    return OS_OK;
+}
+
+os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
+{
+    const int n = w->nranks;
+    os_status_t st = OS_OK;
+    remote_info_t me = { 0 }, *all = NULL;
+    const char *key;
+    char *mykeys = NULL, *keys = NULL;
+    int *lens = NULL, *displs = NULL;
+    uint64_t id = next_id;
+    PMPI_Allreduce(MPI_IN_PLACE, &id, 1, MPI_UINT64_T, MPI_MAX, w->comm);
+    next_id = id + 1;
+    w->id = id;
+    if ((st = remote_alloc(w)))
+        return st;
+
+    /* Registered before anybody can learn our keys: no request can arrive
+     * for a window we do not know. */
+    if ((st = os_serve_register(w)))
+        return st;
+
+    if ((st = memory_key(w, base, bytes, &me, &key)))
+        return st;
+    me.word = (uint64_t)(uintptr_t)w->netword;
+    me.word_key_len = (int32_t)w->netreg.rkey_len;
+    const int mylen = me.key_len + me.word_key_len;
+    all = malloc(sizeof *all * (size_t)n);
+    lens = malloc(sizeof *lens * (size_t)n);
+    displs = malloc(sizeof *displs * (size_t)n);
+    mykeys = malloc((size_t)mylen + 1);
+    if (!all || !lens || !displs || !mykeys) {
+        st = OS_ERR(OS_ERR_NOMEM, "key exchange of %d processes", n);
+        goto out;
+    }
+    if (me.key_len)
+        memcpy(mykeys, key, (size_t)me.key_len);
+    memcpy(mykeys + me.key_len, w->netreg.rkey_buf, (size_t)me.word_key_len);
+    PMPI_Allgather(&me, sizeof me, MPI_BYTE, all, sizeof me, MPI_BYTE, w->comm);
+    int total = 0;
+    for (int r = 0; r < n; r++) {
+        displs[r] = total;
+        lens[r] = all[r].key_len + all[r].word_key_len;
+        total += lens[r];
+    }
+    if (!(keys = malloc((size_t)total + 1))) {
+        st = OS_ERR(OS_ERR_NOMEM, "keys of %d processes", n);
+        goto out;
+    }
+    PMPI_Allgatherv(mykeys, mylen, MPI_BYTE, keys, lens, displs, MPI_BYTE, w->comm);
+    for (int r = 0; r < n && !st; r++) {
+        os_peer_t *p = &w->peers[r];
+        w->nl_addr[r] = all[r].word;
+        st = os_ucx_rkey_unpack(p->world, keys + displs[r] + all[r].key_len, &w->nl_rkey[r]);
+        p->word_zero_copy = !st && os_ucx_rkey_ptr(w->nl_rkey[r], all[r].word) != NULL;
+        if (st || p->access != OS_PEER_REMOTE)
+            continue;
+        if (w->flavor != OS_FLAVOR_DYNAMIC)
+            p->base = (char *)(uintptr_t)all[r].base;
+        p->rdma_world = all[r].rdma_world;
+        /* Unpacked toward the key's owner, whose endpoint carries the RDMA:
+         * on RDMA hardware a key is valid only there. */
+        if (all[r].key_len)
+            st = os_ucx_rkey_unpack(p->rdma_world, keys + displs[r], &p->rkey);
+        /* Zero-copy as far as this process's UCX shows it: memory UCX
+         * allocated, which one of its shared-memory transports maps here
+         * (not with ONESIDED_UCX_TLS=tcp,self, say, which emulates it).
+         * UCX 1.13 cannot tell which lane an RDMA operation takes, so on
+         * RDMA hardware between real hosts the count says emulated. */
+        p->zero_copy = !st && all[r].zero_copy &&
+                       os_ucx_rkey_ptr(p->rkey, all[r].base) != NULL;
+        os_ucx_report_transports(p->rdma_world);
+    }
+    if (!st && w->cfg.progress)
+        st = os_ucx_progress_thread_start();
+out:
+    free(keys);
+    free(mykeys);
+    free(all);
+    free(lens);
+    free(displs);
+    return st;
+}
+
+void os_remote_win_teardown(os_win_t *w)
+{
+    os_serve_unregister(w);
+    for (int r = 0; w->peers && r < w->nranks; r++)
+        if (w->peers[r].rkey) {
+            os_ucx_rkey_destroy(w->peers[r].rkey);
+            w->peers[r].rkey = NULL;
+        }
+    os_ucx_mem_unmap(&w->reg);
+    for (int r = 0; w->nl_rkey && r < w->nranks; r++)
+        os_ucx_rkey_destroy(w->nl_rkey[r]);
+    os_ucx_mem_unmap(&w->netreg);
+    free(w->nl_rkey);
+    free(w->nl_addr);
+    free(w->lock_how);
+    for (int r = 0; w->kept && r < w->nranks; r++)
+        os_kept_clear(&w->kept[r]);
+    free(w->kept);
+    w->kept = NULL;
+    w->nl_rkey = NULL;
+    w->nl_addr = NULL;
+    w->lock_how = NULL;
+    free(w->dirty);
+    free((void *)w->acks);
+    w->dirty = NULL;
+    w->acks = NULL;
+}
+
