@@ -157,9 +157,41 @@ out:
     return st;
 }
 
+/* Indexed types of a contiguous element (the common case, and the one
+ * programs build for every batch, like RandomAccess's aggregation) are
+ * flattened directly: one run per block, no per-block child lookups. */
 os_status_t os_dtype_new_hindexed(size_t count, const size_t *blocklens, const ptrdiff_t *displs,
                                   os_dtype_t *child, os_dtype_t **out)
 {
+    if (child->contig && child->size && child->extent > 0) {
+        size_t nblocks = 0;
+        ptrdiff_t lb = PTRDIFF_MAX, ub = PTRDIFF_MIN;
+        for (size_t i = 0; i < count; i++) {
+            if (!blocklens[i])
+                continue;
+            nblocks++;
+            /* Copies lie at displs[i] + r * extent: the first and the last
+             * bound the block (positive extent). */
+            ptrdiff_t a = displs[i] + child->lb;
+            ptrdiff_t b = a + (ptrdiff_t)blocklens[i] * child->extent;
+            lb = a < lb ? a : lb;
+            ub = b > ub ? b : ub;
+        }
+        os_dtype_t *t = alloc_type(nblocks);
+        if (!t)
+            return OS_ERR(OS_ERR_NOMEM, "indexed type of %zu blocks", count);
+        for (size_t i = 0; i < count; i++)
+            push_block(t, displs[i] + child->blocks[0].disp, blocklens[i] * child->size);
+        /* As os_dtype_new_struct: no element at all has no element type. */
+        t->basic = nblocks ? child->basic : OS_B_NONE;
+        t->cls = nblocks ? child->cls : OS_CLASS_NONE;
+        t->basic_size = nblocks ? child->basic_size : 0;
+        t->lb = nblocks ? lb : 0;
+        t->extent = nblocks ? ub - lb : 0;
+        finish(t);
+        *out = t;
+        return OS_OK;
+    }
     os_dtype_t **kids = malloc((count ? count : 1) * sizeof *kids);
     if (!kids)
         return OS_ERR(OS_ERR_NOMEM, "indexed type of %zu blocks", count);

@@ -158,6 +158,38 @@ static void test_refcount(void)
     os_dtype_release(t);
 }
 
+/* Indexed types of a contiguous element take a direct path; it must build
+ * exactly what the general struct path builds, for any lengths (zeros
+ * included) and displacements (negative, overlapping, out of order). */
+static void test_indexed_fast_path(void)
+{
+    srand(7);
+    int same = 1;
+    for (int c = 0; c < 500 && same; c++) {
+        size_t n = (size_t)(rand() % 12), lens[12];
+        ptrdiff_t displs[12];
+        os_dtype_t *kids[12], *child = rand() % 2 ? i32 : dbl, *a, *b;
+        for (size_t i = 0; i < n; i++) {
+            lens[i] = (size_t)(rand() % 4);
+            displs[i] = (ptrdiff_t)(rand() % 41 - 20) * 4;
+            kids[i] = child;
+        }
+        if (os_dtype_new_hindexed(n, lens, displs, child, &a) ||
+            os_dtype_new_struct(n, lens, displs, kids, &b)) {
+            same = 0;
+            break;
+        }
+        same = a->nblocks == b->nblocks && a->size == b->size && a->lb == b->lb &&
+               a->extent == b->extent && a->true_lb == b->true_lb &&
+               a->true_extent == b->true_extent && a->basic == b->basic && a->cls == b->cls &&
+               a->basic_size == b->basic_size && a->contig == b->contig &&
+               blocks_are(a, b->nblocks, b->blocks);
+        os_dtype_release(a);
+        os_dtype_release(b);
+    }
+    CHECK(same, "indexed direct path differs from the struct path");
+}
+
 int main(void)
 {
     dbl = os_dtype_new_basic(OS_B_DOUBLE, OS_CLASS_FLOAT, 8, 8);
@@ -166,6 +198,7 @@ int main(void)
     test_vector();
     test_negative_stride();
     test_indexed_and_struct();
+    test_indexed_fast_path();
     test_nested_and_resized();
     test_subarray();
     test_cursor();
