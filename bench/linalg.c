@@ -69,6 +69,7 @@ void pdgetrf_(const int *m, const int *n, double *a, const int *ia, const int *j
               const int *desca, int *ipiv, int *info);
 void dgetrf_(const int *m, const int *n, double *a, const int *lda, int *ipiv, int *info);
 void openblas_set_num_threads(int n);
+char *openblas_get_corename(void);
 
 static int rank, nprocs, pr, pc, myrow, mycol;
 static bool inject_error; /* --inject-error */
@@ -650,8 +651,8 @@ static void report(const job_t *j, const layout_t *l, int reps)
            l->nb, gf, secs, j->residual, j->opts);
     fflush(stdout);
     if (csv)
-        fprintf(csv, "%s,%s,%d,%d,%.4f,%.5f,%.4g,%s\n", job_kernel[j->kind], impl, l->n, l->nb, gf,
-                secs, j->residual, j->opts);
+        fprintf(csv, "%s,%s,%d,%d,%.4f,%.5f,%.4g,\"%s\"\n", job_kernel[j->kind], impl, l->n, l->nb,
+                gf, secs, j->residual, j->opts); /* options hold commas: quoted */
     if (!(j->residual < RESIDUAL_BOUND))
         BENCH_FAIL("linalg", "%s (%s) N=%d: scaled residual %g exceeds %g", job_kernel[j->kind],
                    impl, l->n, j->residual, RESIDUAL_BOUND);
@@ -824,8 +825,8 @@ int main(int argc, char **argv)
             fprintf(csv, "kernel,impl,n,nb,gflops,seconds,residual,options\n");
     }
     if (rank == 0) {
-        printf("RMA linear algebra: %d processes on a %d x %d grid, blocks of %d, median of %d\n",
-               nprocs, pr, pc, nb, reps);
+        printf("RMA linear algebra: %d processes on a %d x %d grid, blocks of %d, median of %d; "
+               "OpenBLAS kernels for %s\n", nprocs, pr, pc, nb, reps, openblas_get_corename());
         printf("%-10s %-10s %6s %5s %10s %9s %10s  %s\n", "kernel", "impl", "N", "nb", "GFLOP/s",
                "seconds", "residual", "options");
     }

@@ -84,6 +84,21 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
+def openblas_env():
+    """OpenBLAS 0.3.21 (Debian 12) does not know recent CPUs (Emerald Rapids,
+    model 207) and falls back to its SSE3 kernels, five times slower than
+    its AVX-512 ones: name the core from the CPU's flags, unless the caller
+    did (OPENBLAS_CORETYPE)."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return {}
+    try:
+        flags = next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return {}
+    core = "SkylakeX" if "avx512f" in flags else "Haswell" if "avx2" in flags else None
+    return {"OPENBLAS_CORETYPE": core} if core else {}
+
+
 def hpcc_input(n, np):
     """hpccinf.txt from Debian's example: problem size n, a 1 x np grid."""
     src = "/usr/share/doc/hpcc/examples/_hpccinf.txt"
@@ -453,12 +468,13 @@ def main():
     # Paper 002: RMA-dgemm and RMA-LU against ScaLAPACK (absent when the
     # benchmark could not be built: no libscalapack-mpich-dev).
     if os.path.exists(os.path.join(r.bin, "linalg")):
-        steps.append(("linalg", r.mpiexec(2, "linalg", "--sizes", "256" if smoke else "512,1024,2048",
-                      "--nb", 64 if smoke else 128, "--reps", 1 if smoke else 3, "--ablation",
-                      "--csv", os.path.join(a.out, "linalg.csv")), None, None))
-        steps.append(("linalg-vnode1", r.mpiexec(2, "linalg", "--sizes", "256" if smoke else "1024",
-                      "--nb", 64 if smoke else 128, "--reps", 1 if smoke else 3, "--no-scalapack",
-                      "--csv", os.path.join(a.out, "linalg-vnode1.csv")), "vnode1", vn))
+        blas = openblas_env()
+        steps.append(("linalg", r.mpiexec(2, "linalg", "--sizes", "256" if smoke else "1024,2048,3072",
+                      "--nb", 64 if smoke else 256, "--reps", 1 if smoke else 3, "--ablation",
+                      "--csv", os.path.join(a.out, "linalg.csv")), None, blas))
+        steps.append(("linalg-vnode1", r.mpiexec(2, "linalg", "--sizes", "256" if smoke else "2048",
+                      "--nb", 64 if smoke else 256, "--reps", 1 if smoke else 3, "--no-scalapack",
+                      "--csv", os.path.join(a.out, "linalg-vnode1.csv")), "vnode1", dict(vn, **blas)))
     total = len(steps) + (0 if a.no_hpcc else 1)
 
     data = {"microbench": [], "randomaccess": [], "rma_sweep_vnode1": [], "busy_epochs": [],
