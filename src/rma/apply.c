@@ -49,7 +49,7 @@ typedef struct {
     pid_t pid;
     bool write;
     size_t n;
-    struct iovec local[64], remote[64];
+    struct iovec local[OS_CMA_IOV], remote[OS_CMA_IOV];
 } cma_batch_t;
 
 static os_status_t cma_flush(cma_batch_t *b)
@@ -67,7 +67,7 @@ static os_status_t cma_run(void *ctx, char *remote, char *local, size_t len)
     cma_batch_t *b = ctx;
     b->local[b->n] = (struct iovec){ local, len };
     b->remote[b->n] = (struct iovec){ remote, len };
-    return ++b->n == 64 ? cma_flush(b) : OS_OK;
+    return ++b->n == OS_CMA_IOV ? cma_flush(b) : OS_OK;
 }
 
 os_status_t os_apply_move(os_win_t *w, int target, bool to_target, char *taddr,

@@ -33,7 +33,6 @@
 #include <sys/uio.h>
 
 #define OS_COALESCE_MAX_BYTES 64 /* larger accumulates gain nothing from batching */
-#define OS_CMA_IOV 1024          /* IOV_MAX on Linux */
 
 static bool wanted(const os_win_t *w, const os_rma_op_t *op, const char *taddr,
                    os_acc_mode_t mode)

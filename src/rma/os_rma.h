@@ -335,6 +335,11 @@ bool os_dyn_find(os_win_t *w, int target, uint64_t addr, uint64_t len);
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op);
 os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
 
+/* Runs per process_vm_readv/writev call: the kernel's limit (UIO_MAXIOV),
+ * so that a scattered accumulate of 1024 elements costs one system call
+ * each way (apply.c, coalesce.c). */
+#define OS_CMA_IOV 1024
+
 /* apply.c: operations on memory of this node (taddr resolved and checked). */
 os_status_t os_apply_move(os_win_t *w, int target, bool to_target, char *taddr,
                           const os_dtype_t *ttype, size_t tcount, const void *laddr,
