@@ -35,7 +35,8 @@
  * ScaLAPACK pdgemm/pdgetrf (Debian's libscalapack-mpich, message passing;
  * pdgetrf pivots, which costs it a pivot search per column even on this
  * matrix, where no row is swapped), and the single-process OpenBLAS ceiling
- * (dgemm, or LAPACK dgetrf, on rank 0 alone, times P).
+ * (dgemm, or LAPACK dgetrf, on rank 0 alone, times P); with --ablation
+ * also that ceiling cut into the RMA kernel's nb x nb block products.
  *
  * Verification: C and the LU factors are gathered on rank 0 (after timing)
  * and checked against the generated matrices with a random vector:
@@ -611,7 +612,8 @@ static FILE *csv;
  * other kernels' (round robin), so that this noisy machine's slow and fast
  * phases fall on every kernel alike. */
 typedef enum {
-    J_RMA_DGEMM, J_RMA_LU, J_PDGEMM, J_PDGETRF, J_DGEMM_CEILING, J_DGETRF_CEILING
+    J_RMA_DGEMM, J_RMA_LU, J_PDGEMM, J_PDGETRF, J_DGEMM_CEILING, J_DGETRF_CEILING,
+    J_BLOCKS_CEILING /* the ceiling's work as the RMA kernel cuts it: nb x nb block products */
 } job_kind_t;
 typedef struct {
     job_kind_t kind;
@@ -628,7 +630,7 @@ static job_t job(job_kind_t kind, const impl_t *m, dgemm_opts_t o, const char *o
 }
 
 static const char *const job_kernel[] = { "RMA-dgemm", "RMA-LU", "pdgemm", "pdgetrf", "dgemm",
-                                          "dgetrf" };
+                                          "dgetrf", "dgemm-blocks" };
 
 static double median(double *v, int n)
 {
@@ -647,7 +649,7 @@ static void report(const job_t *j, const layout_t *l, int reps)
     memcpy(t, j->t, sizeof t);
     double secs = median(t, reps), flops = (lu ? 2.0 / 3.0 : 2.0) * l->n * (double)l->n * l->n;
     double gf = flops / secs * 1e-9;
-    printf("%-10s %-10s %6d %5d %10.2f %9.4f %10.3g  %s\n", job_kernel[j->kind], impl, l->n,
+    printf("%-12s %-10s %6d %5d %10.2f %9.4f %10.3g  %s\n", job_kernel[j->kind], impl, l->n,
            l->nb, gf, secs, j->residual, j->opts);
     fflush(stdout);
     if (csv)
@@ -745,11 +747,25 @@ static double rep_ceiling(job_t *j, const layout_t *l)
             c = malloc(sizeof(double) * (size_t)n * n);
         }
         double t0 = MPI_Wtime();
-        if (lu)
+        if (lu) {
             dgetrf_(&n, &n, a, &n, ipiv, &info);
-        else
+        } else if (j->kind == J_BLOCKS_CEILING) {
+            /* nbk^3 products of nb x nb blocks, contiguous as the RMA kernel
+             * keeps them (the matrices' memory reused as blocks). */
+            const int nb = l->nb, nbk = l->nbk;
+            const size_t nb2 = (size_t)nb * nb;
+            memset(c, 0, sizeof(double) * (size_t)n * n);
+            for (int bi = 0; bi < nbk; bi++)
+                for (int bj = 0; bj < nbk; bj++)
+                    for (int bk = 0; bk < nbk; bk++)
+                        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, nb, nb, nb, 1.0,
+                                    a + ((size_t)bi * nbk + bk) * nb2, nb,
+                                    b + ((size_t)bk * nbk + bj) * nb2, nb, 1.0,
+                                    c + ((size_t)bi * nbk + bj) * nb2, nb);
+        } else {
             cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a, n, b, n, 0.0,
                         c, n);
+        }
         dt = (MPI_Wtime() - t0) / nprocs;
         free(a);
         free(b);
@@ -827,7 +843,7 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("RMA linear algebra: %d processes on a %d x %d grid, blocks of %d, median of %d; "
                "OpenBLAS kernels for %s\n", nprocs, pr, pc, nb, reps, openblas_get_corename());
-        printf("%-10s %-10s %6s %5s %10s %9s %10s  %s\n", "kernel", "impl", "N", "nb", "GFLOP/s",
+        printf("%-12s %-10s %6s %5s %10s %9s %10s  %s\n", "kernel", "impl", "N", "nb", "GFLOP/s",
                "seconds", "residual", "options");
     }
     const dgemm_opts_t all_on = { true, true, true };
@@ -862,6 +878,8 @@ int main(int argc, char **argv)
             if (scalapack)
                 jobs[nj++] = job(J_PDGEMM, NULL, all_on, "");
             jobs[nj++] = job(J_DGEMM_CEILING, NULL, all_on, ceiling);
+            if (ablation) /* what cutting the work into blocks costs by itself */
+                jobs[nj++] = job(J_BLOCKS_CEILING, NULL, all_on, "as the ceiling, in RMA-dgemm's blocks");
         }
         if (in_list(kernels, "lu")) {
             for (int k = 0; k < 2; k++)

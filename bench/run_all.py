@@ -179,10 +179,13 @@ def plots(out, data):
             lines = [(f"{kern} native MPICH RMA", kern, "native", colors["native"], "-o"),
                      (f"{kern} onesided", kern, "onesided", colors["onesided"], "-o"),
                      (f"ScaLAPACK {refs[0]}", refs[0], "scalapack", "#55a868", "--s"),
-                     (f"OpenBLAS {refs[1]}, 1 process x P (ceiling)", refs[1], "ceiling", "#333333", ":^")]
+                     (f"OpenBLAS {refs[1]}, 1 process x P (ceiling)", refs[1], "ceiling", "#333333", ":^"),
+                     ("the same ceiling in RMA-dgemm's blocks", f"{refs[1]}-blocks", "ceiling", "#8172b3", "-.v")]
             for label, k, impl, color, style in lines:
+                # (ablation rows of RMA-dgemm carry options; the ceilings say what they are)
                 pts = sorted((int(x["n"]), float(x["gflops"])) for x in la
-                             if x["kernel"] == k and x["impl"] == impl and not x["options"])
+                             if x["kernel"] == k and x["impl"] == impl and
+                             (not x["options"] or impl == "ceiling"))
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=label)
             ax.set_xlabel("N (matrix order)")
@@ -391,7 +394,8 @@ def references(data):
         h = data["hpcc"]
         refs.append(("hpcc MPIRandomAccess (Open MPI)", f"table 2^{h['log2_local']}/process", h["gups"]))
     names = {"pdgemm": "ScaLAPACK pdgemm", "pdgetrf": "ScaLAPACK pdgetrf",
-             "dgemm": "OpenBLAS dgemm ceiling", "dgetrf": "OpenBLAS dgetrf ceiling"}
+             "dgemm": "OpenBLAS dgemm ceiling", "dgetrf": "OpenBLAS dgetrf ceiling",
+             "dgemm-blocks": "OpenBLAS dgemm ceiling in RMA-dgemm's blocks"}
     for x in data.get("linalg", []):
         if x["kernel"] in names and x["case"] == "node":
             refs.append(("linalg reference", f"{names[x['kernel']]} N={x['n']}", float(x["gflops"]),
