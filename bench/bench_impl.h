@@ -62,6 +62,16 @@ static const impl_t impls[2] = {
 
 enum { IMPL_NATIVE, IMPL_ONESIDED };
 
+/* Is `name` one of the comma-separated words of `list`? */
+static inline bool bench_in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n]))
+            return true;
+    return false;
+}
+
 static inline int bench_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

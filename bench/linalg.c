@@ -794,14 +794,6 @@ static void run_jobs(job_t *jobs, int njobs, const layout_t *l, int reps)
         report(&jobs[k], l, reps);
 }
 
-static bool in_list(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)); p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n]))
-            return true;
-    return false;
-}
 
 int main(int argc, char **argv)
 {
@@ -869,9 +861,9 @@ int main(int argc, char **argv)
         layout_t l = layout_make(n, nb);
         job_t jobs[16];
         int nj = 0;
-        if (in_list(kernels, "dgemm")) {
+        if (bench_in_list(kernels, "dgemm")) {
             for (int k = 0; k < 2; k++)
-                if (in_list(impl_list, impls[k].name))
+                if (bench_in_list(impl_list, impls[k].name))
                     jobs[nj++] = job(J_RMA_DGEMM, &impls[k], all_on, "");
             for (size_t a = 0; ablation && a < sizeof abl / sizeof abl[0]; a++)
                 jobs[nj++] = job(J_RMA_DGEMM, &impls[IMPL_ONESIDED], abl[a].o, abl[a].name);
@@ -881,9 +873,9 @@ int main(int argc, char **argv)
             if (ablation) /* what cutting the work into blocks costs by itself */
                 jobs[nj++] = job(J_BLOCKS_CEILING, NULL, all_on, "as the ceiling, in RMA-dgemm's blocks");
         }
-        if (in_list(kernels, "lu")) {
+        if (bench_in_list(kernels, "lu")) {
             for (int k = 0; k < 2; k++)
-                if (in_list(impl_list, impls[k].name))
+                if (bench_in_list(impl_list, impls[k].name))
                     jobs[nj++] = job(J_RMA_LU, &impls[k], all_on, "");
             if (scalapack)
                 jobs[nj++] = job(J_PDGETRF, NULL, all_on, "");

@@ -62,13 +62,7 @@ static const char *only; /* run this figure alone */
 /* --only takes a comma-separated list of figures. */
 static bool wanted(const char *fig)
 {
-    if (!only)
-        return true;
-    size_t n = strlen(fig);
-    for (const char *p = only; (p = strstr(p, fig)); p += n)
-        if ((p == only || p[-1] == ',') && (p[n] == ',' || !p[n]))
-            return true;
-    return false;
+    return !only || bench_in_list(only, fig);
 }
 
 static double now(void)

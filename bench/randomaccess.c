@@ -242,15 +242,6 @@ static long long verify(u64 *table, bool sum)
     return total;
 }
 
-/* Is `name` one of the comma-separated words of `list`? */
-static bool in_list(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)); p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n]))
-            return true;
-    return false;
-}
 
 int main(int argc, char **argv)
 {
@@ -284,7 +275,7 @@ int main(int argc, char **argv)
         printf("%-12s %-9s %12s %10s %8s %10s\n", "variant", "impl", "GUP/s", "seconds", "errors",
                "ns/update");
     for (int v = 0; v < NV; v++) {
-        if (vlist && !in_list(vlist, vname[v]))
+        if (vlist && !bench_in_list(vlist, vname[v]))
             continue;
         for (int k = 0; k < (v == V_TWO_SIDED ? 1 : 2); k++) {
             const impl_t *m = &impls[k];
