@@ -188,7 +188,7 @@ static bool single_element(os_win_t *w, const os_rma_op_t *op)
     long long off;
 
     if (op->tcount != 1 || op->ocount != 1 || op->otype != t || !t->predefined || !e ||
-        (fetch && (op->rcount != 1 || op->rtype != t)))
+        t->basic_size != e || (fetch && (op->rcount != 1 || op->rtype != t)))
         return false;
     if (p->access != OS_PEER_DIRECT || w->flavor == OS_FLAVOR_DYNAMIC)
         return false;
@@ -268,9 +268,8 @@ static bool single_element(os_win_t *w, const os_rma_op_t *op)
     }
     if (fetch)
         memcpy(op->result, taddr, e);
-    if (origin) {
+    if (origin)
         os_reduce(rop, (os_basic_t)t->basic, e, taddr, origin, 1);
-    }
     OS_STAT(w, ACC_EXCL_ELEMS, 1);
     return true;
 }
