@@ -116,6 +116,45 @@ os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op)
     }
 }
 
+/* ------------------------------------------------------- PSCW, lazily */
+
+/* MPI_Win_start does not wait (paper 003): the first operation to a target,
+ * or MPI_Win_complete (sync.c), waits here for that target's post. */
+int os_win_describe(const os_win_t *w, char *buf, size_t len)
+{
+    char name[MPI_MAX_OBJECT_NAME] = "";
+    int n = 0;
+    PMPI_Win_get_name(w->handle, name, &n);
+    return snprintf(buf, len, "window %s%s%s(rank %d of %d)", n ? "'" : "", n ? name : "",
+                    n ? "' " : "", w->rank, w->nranks);
+}
+
+static void describe_post(const os_wait_site_t *s, char *buf, size_t len)
+{
+    const os_win_t *w = s->obj;
+    int n = os_win_describe(w, buf, len);
+    snprintf(buf + n, len - (size_t)n, ", waiting for MPI_Win_post by rank %d (%llu posts "
+             "seen before, %llu made)", s->target, (unsigned long long)w->post_seen[s->target],
+             (unsigned long long)atomic_load(&w->post[(size_t)w->rank * w->post_stride +
+                                                       (size_t)s->target]));
+}
+
+void os_pscw_await_post(os_win_t *w, int target)
+{
+    _Atomic uint64_t *cell = &w->post[(size_t)w->rank * w->post_stride + (size_t)target];
+    WAIT_SITE(site, "a MPI_Win_start epoch", target, describe_post, NULL);
+    /* The post may come from another thread of this process. Threads of
+     * the epoch may wait for one post together: the first consumes it. */
+    pthread_mutex_t *held = os_wait_release_begin();
+    os_wait_until_geq(cell, w->post_seen[target] + 1);
+    os_wait_release_end(held);
+    os_wait_pop(&site);
+    if (w->tstate[target] == OS_T_PSCW_AWAIT_POST) {
+        w->post_seen[target]++;
+        w->tstate[target] = OS_T_PSCW_READY;
+    }
+}
+
 /* ------------------------------------------------------------------ issue */
 
 static os_status_t enqueue(os_win_t *w, const os_rma_op_t *op)

@@ -331,6 +331,16 @@ os_status_t os_win_detach(os_win_t *w, const void *base);
 bool os_dyn_find(os_win_t *w, int target, uint64_t addr, uint64_t len);
 
 /* ops.c */
+/* Wait until the target's post for this access epoch is visible. */
+void os_pscw_await_post(os_win_t *w, int target);
+/* "window 'name' (rank r of n)", for the watchdog's reports; returns its length. */
+int os_win_describe(const os_win_t *w, char *buf, size_t len);
+/* Declares a wait for the watchdog (`w` in scope); os_wait_pop ends it. */
+#define WAIT_SITE(name, call_, target_, fn, arg_)                                              \
+    os_wait_site_t name = { .call = (call_), .target = (target_), .obj = w,                   \
+                            .describe = (fn), .arg = (arg_) };                                 \
+    os_wait_push(&name)
+
 /* Check an operation and do it, or queue it to the closing fence. */
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op);
 os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
@@ -418,8 +428,6 @@ os_status_t os_win_lock_all(os_win_t *w, int assert);
 os_status_t os_win_unlock_all(os_win_t *w);
 os_status_t os_win_flush(os_win_t *w, int target, bool all);
 os_status_t os_win_sync(os_win_t *w);
-/* Wait until the target's post for this access epoch is visible. */
-void os_pscw_await_post(os_win_t *w, int target);
 /* A fence epoch with nothing queued may give way to another epoch kind. */
 bool os_win_fence_idle(const os_win_t *w);
 

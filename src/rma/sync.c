@@ -16,23 +16,7 @@ static os_status_t check_assert(int assert, int allowed, const char *call)
     return OS_OK;
 }
 
-static void wait_until_geq(_Atomic uint64_t *v, uint64_t target)
-{
-    os_backoff_t b = OS_BACKOFF_INIT;
-    while (atomic_load_explicit(v, memory_order_acquire) < target)
-        os_backoff_wait(&b);
-}
-
 /* ------------------------------------------------------- watchdog reports */
-
-static int describe_window(const os_win_t *w, char *buf, size_t len)
-{
-    char name[MPI_MAX_OBJECT_NAME] = "";
-    int n = 0;
-    PMPI_Win_get_name(w->handle, name, &n);
-    return snprintf(buf, len, "window %s%s%s(rank %d of %d)", n ? "'" : "", n ? name : "",
-                    n ? "' " : "", w->rank, w->nranks);
-}
 
 static const char *design_name(const os_win_t *w)
 {
@@ -45,7 +29,7 @@ static void describe_fence(const os_wait_site_t *s, char *buf, size_t len)
     const os_win_t *w = s->obj;
     const int p = (int)(w->fence_syncs & 1);
     const os_rank_ctl_t *me = &w->ctl[w->rank];
-    int n = describe_window(w, buf, len);
+    int n = os_win_describe(w, buf, len);
     snprintf(buf + n, len - (size_t)n, ", fence %llu: %llu of the node's %d processes arrived; "
              "%llu origins announced operations to this process, %llu finished",
              (unsigned long long)w->fence_syncs,
@@ -54,20 +38,10 @@ static void describe_fence(const os_wait_site_t *s, char *buf, size_t len)
              (unsigned long long)atomic_load(&me->fence_done[p]));
 }
 
-static void describe_post(const os_wait_site_t *s, char *buf, size_t len)
-{
-    const os_win_t *w = s->obj;
-    int n = describe_window(w, buf, len);
-    snprintf(buf + n, len - (size_t)n, ", waiting for MPI_Win_post by rank %d (%llu posts "
-             "seen before, %llu made)", s->target, (unsigned long long)w->post_seen[s->target],
-             (unsigned long long)atomic_load(&w->post[(size_t)w->rank * w->post_stride +
-                                                       (size_t)s->target]));
-}
-
 static void describe_wait(const os_wait_site_t *s, char *buf, size_t len)
 {
     const os_win_t *w = s->obj;
-    int n = describe_window(w, buf, len);
+    int n = os_win_describe(w, buf, len);
     snprintf(buf + n, len - (size_t)n, ", %llu of the %d origins of the post group called "
              "MPI_Win_complete", (unsigned long long)atomic_load(&w->ctl[w->rank].pscw_done),
              w->post_expect);
@@ -76,7 +50,7 @@ static void describe_wait(const os_wait_site_t *s, char *buf, size_t len)
 static void describe_lock(const os_wait_site_t *s, char *buf, size_t len)
 {
     const os_win_t *w = s->obj;
-    int n = describe_window(w, buf, len);
+    int n = os_win_describe(w, buf, len);
     if (w->multinode) {
         snprintf(buf + n, len - (size_t)n, ", lock design %s: waiting for the lock of rank %d "
                  "(its lock manager's reply or its network lock word)", design_name(w),
@@ -100,7 +74,7 @@ static void describe_lock(const os_wait_site_t *s, char *buf, size_t len)
 static void describe_remote(const os_wait_site_t *s, char *buf, size_t len)
 {
     const os_win_t *w = s->obj;
-    int n = describe_window(w, buf, len);
+    int n = os_win_describe(w, buf, len);
     if (s->target >= 0)
         snprintf(buf + n, len - (size_t)n, ", waiting for rank %d's reply (lock design %s)",
                  s->target, design_name(w));
@@ -108,11 +82,6 @@ static void describe_remote(const os_wait_site_t *s, char *buf, size_t len)
         snprintf(buf + n, len - (size_t)n, ", waiting for replies (lock design %s)",
                  design_name(w));
 }
-
-#define WAIT_SITE(name, call_, target_, fn, arg_)                                              \
-    os_wait_site_t name = { .call = (call_), .target = (target_), .obj = w,                   \
-                            .describe = (fn), .arg = (arg_) };                                 \
-    os_wait_push(&name)
 
 bool os_win_fence_idle(const os_win_t *w)
 {
@@ -228,7 +197,7 @@ os_status_t os_win_fence(os_win_t *w, int assert)
          * but one, which cannot begin before this process arrives at the next. */
         os_rank_ctl_t *me = &w->ctl[w->rank];
         uint64_t expect = atomic_load_explicit(&me->fence_expect[p], memory_order_relaxed);
-        wait_until_geq(&me->fence_done[p], expect);
+        os_wait_until_geq(&me->fence_done[p], expect);
         atomic_fetch_sub_explicit(&me->fence_expect[p], expect, memory_order_relaxed);
         atomic_fetch_sub_explicit(&me->fence_done[p], expect, memory_order_relaxed);
         w->fence_syncs++;
@@ -314,22 +283,6 @@ os_status_t os_win_start(os_win_t *w, const int *ranks, int n, int assert)
     return OS_OK;
 }
 
-void os_pscw_await_post(os_win_t *w, int target)
-{
-    _Atomic uint64_t *cell = &w->post[(size_t)w->rank * w->post_stride + (size_t)target];
-    WAIT_SITE(site, "a MPI_Win_start epoch", target, describe_post, NULL);
-    /* The post may come from another thread of this process. Threads of
-     * the epoch may wait for one post together: the first consumes it. */
-    pthread_mutex_t *held = os_wait_release_begin();
-    wait_until_geq(cell, w->post_seen[target] + 1);
-    os_wait_release_end(held);
-    os_wait_pop(&site);
-    if (w->tstate[target] == OS_T_PSCW_AWAIT_POST) {
-        w->post_seen[target]++;
-        w->tstate[target] = OS_T_PSCW_READY;
-    }
-}
-
 os_status_t os_win_complete(os_win_t *w)
 {
     if (w->access != OS_ACCESS_PSCW)
@@ -371,7 +324,7 @@ static os_status_t wait_or_test(os_win_t *w, int *flag, const char *call)
         WAIT_SITE(site, call, -1, describe_wait, NULL);
         /* Origins of this process's other threads may yet complete. */
         pthread_mutex_t *held = os_wait_release_begin();
-        wait_until_geq(done, n);
+        os_wait_until_geq(done, n);
         os_wait_release_end(held);
         os_wait_pop(&site);
     }

@@ -254,6 +254,14 @@ static inline void os_backoff_wait(os_backoff_t *b)
     }
 }
 
+/* Until *v reaches target, backing off (spin, then yield). */
+static inline void os_wait_until_geq(_Atomic uint64_t *v, uint64_t target)
+{
+    os_backoff_t b = OS_BACKOFF_INIT;
+    while (atomic_load_explicit(v, memory_order_acquire) < target)
+        os_backoff_wait(&b);
+}
+
 /* --------------------------------------------------------------- hash map */
 
 /* Open-addressing map from a non-zero integer key (an MPI handle) to a pointer. */
