@@ -225,6 +225,50 @@ static void layout_cache(void)
     t_win_free(&t);
 }
 
+/* Types of more runs than one CMA system call takes (1024 iovecs): memory
+ * reached by process_vm_readv/writev is moved in several batches, for put,
+ * get and accumulate alike; mapped memory is the control. */
+static void many_runs(int flavor)
+{
+    enum { N = 2500 }; /* every other int: 2500 runs */
+    t_win_t t = t_win_make(flavor, N * 2 * sizeof(int), MPI_INFO_NULL);
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    int *disp = malloc(sizeof(int) * N), *src = malloc(sizeof(int) * N),
+        *back = malloc(sizeof(int) * N);
+    for (int i = 0; i < N; i++) {
+        disp[i] = 2 * i;
+        src[i] = t_rank * 100000 + i;
+    }
+    MPI_Datatype tt;
+    MPI_Type_create_indexed_block(N, 1, disp, MPI_INT, &tt);
+    MPI_Type_commit(&tt);
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, t.win);
+    MPI_Put(src, N, MPI_INT, right, t_disp(&t, right, 0), 1, tt, t.win);
+    MPI_Win_unlock(right, t.win);
+    MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win);
+    MPI_Accumulate(src, N, MPI_INT, right, t_disp(&t, right, 0), 1, tt, MPI_SUM, t.win);
+    MPI_Win_unlock(right, t.win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int *w = (const int *)t.base;
+    int ok = 1;
+    for (int i = 0; i < N && ok; i++)
+        ok = w[2 * i] == 2 * (left * 100000 + i) && w[2 * i + 1] == 0;
+    CHECK(ok, "%s: put and accumulate of %d runs", flavor_name[flavor], N);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win);
+    MPI_Get(back, N, MPI_INT, right, t_disp(&t, right, 0), 1, tt, t.win);
+    MPI_Win_unlock(right, t.win);
+    ok = 1;
+    for (int i = 0; i < N && ok; i++)
+        ok = back[i] == 2 * (t_rank * 100000 + i);
+    CHECK(ok, "%s: get of %d runs", flavor_name[flavor], N);
+    MPI_Type_free(&tt);
+    free(disp);
+    free(src);
+    free(back);
+    t_win_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -233,6 +277,8 @@ int main(int argc, char **argv)
         run(f);
     freed_before_fence();
     layout_cache();
+    many_runs(F_ALLOCATE);
+    many_runs(F_CREATE);
     for (int i = 0; i < NT; i++)
         MPI_Type_free(&types[i]);
     return t_finish("test_datatypes");
