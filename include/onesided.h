@@ -80,6 +80,17 @@ extern "C" {
  * "0" = always one atomic per element. */
 #define ONESIDED_INFO_ACC_BULK_MIN "onesided_acc_bulk_min"
 
+/* Route of this window's requests between nodes (paper 004): "direct"
+ * (default), "server" (through each node's communication server) or
+ * "cooperative" (servers in groups of ONESIDED_GROUP_SIZE nodes forward for
+ * each other). Needs ONESIDED_ROUTE set to a route other than direct in
+ * every process's environment, which starts the servers; otherwise the
+ * window goes direct (stat fallback_route_direct). Fixed at creation. */
+#define ONESIDED_INFO_ROUTE "onesided_route"
+/* Microseconds a forwarding server holds this window's requests for more
+ * bound to the same next server (default 0: none); see ONESIDED_AGG_WINDOW_US. */
+#define ONESIDED_INFO_AGG_WINDOW_US "onesided_agg_window_us"
+
 /* --------------------------------------------------------------- statistics
  * Every window counts what it did; set ONESIDED_STATS=1 for a report at
  * MPI_Finalize, or read the counters with onesided_win_get_stats. Counters
@@ -151,6 +162,22 @@ typedef enum {
     ONESIDED_STAT_DTYPE_DECODED,    /* derived datatypes this window's calls flattened anew */
     ONESIDED_STAT_DTYPE_REUSED,     /* ... found already flattened under the same layout (a type
                                        created, used and freed again, as each step of a loop does) */
+    /* Request routes between nodes (ONESIDED_ROUTE, paper 004). The counters
+     * from requests_forwarded on are the process's, not the window's (a
+     * node's server forwards for every window), sampled when read. */
+    ONESIDED_STAT_FALLBACK_ROUTE_DIRECT, /* windows that asked for a route the job does not run
+                                            (ONESIDED_ROUTE unset) and went direct */
+    ONESIDED_STAT_REQUESTS_FORWARDED, /* requests and replies this process passed on for others */
+    ONESIDED_STAT_REQUESTS_APPLIED_FOR_NODE, /* requests for a process of its node that this
+                                                process, as the node's server, applied itself */
+    ONESIDED_STAT_REQUESTS_AGGREGATED, /* ... requests and replies that left in a batch of two or
+                                          more (route_batches: how many such batches) */
+    ONESIDED_STAT_ROUTE_BATCHES,
+    ONESIDED_STAT_ROUTE_MESSAGES,   /* routed messages this process sent (batches included) */
+    ONESIDED_STAT_REQUEST_PEERS,    /* processes this one exchanged requests or replies with:
+                                       its connection state for requests */
+    ONESIDED_STAT_ENDPOINTS,        /* UCX endpoints this process opened (RDMA included) */
+    ONESIDED_STAT_REQUEST_BUFFER_BYTES, /* bytes of aggregation buffers it holds for next hops */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -41,6 +41,7 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
         MPI_Request req;
         int flag = 0;
         bool mine_done = false, entered = false;
+        os_route_drain();
         os_ucx_quiesce();
         PMPI_Barrier(MPI_COMM_WORLD);
         os_ucx_close_start();
@@ -100,8 +101,18 @@ static void start_network(void)
     }
     char *all = malloc((size_t)total);
     PMPI_Allgatherv(addr, mylen, MPI_BYTE, all, lens, displs, MPI_BYTE, MPI_COMM_WORLD);
-    if (os_ucx_set_peers(wsize, all, off, sz) || os_remote_init())
+    /* Each process's node server (its node's first process), for routes. */
+    int *server_of = malloc(sizeof(int) * (size_t)wsize), me, first;
+    MPI_Comm nodes = os_node_comm(MPI_COMM_WORLD, os_config.node_size);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &me);
+    first = me;
+    PMPI_Bcast(&first, 1, MPI_INT, 0, nodes);
+    PMPI_Comm_free(&nodes);
+    PMPI_Allgather(&first, 1, MPI_INT, server_of, 1, MPI_INT, MPI_COMM_WORLD);
+    if (os_ucx_set_peers(wsize, all, off, sz) || os_remote_init() ||
+        os_route_setup(wsize, me, server_of))
         os_log(1, "the UCX transport could not be set up");
+    free(server_of);
     free(all);
     free(lens);
     free(displs);
@@ -242,7 +253,10 @@ const char *onesided_stat_name(int stat)
         "lock_to_network", "lock_to_cpu", "acc_direct", "fallback_acc_request",
         "lock_piggybacked", "lock_elided", "fallback_dyn_table_cma",
         "fallback_remote_emulated", "request_deferred", "fast_path_ops", "dtype_decoded",
-        "dtype_reused",
+        "dtype_reused", "fallback_route_direct", "requests_forwarded", "requests_applied_for_node",
+        "requests_aggregated",
+        "route_batches", "route_messages", "request_peers", "endpoints",
+        "request_buffer_bytes",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

@@ -349,17 +349,17 @@ os_status_t os_apply_cas(os_win_t *w, const os_rma_op_t *op, char *taddr)
     return st;
 }
 
-bool os_acc_try_apply(os_win_t *w, bool cas, bool fetch, os_op_t op, os_basic_t basic,
-                      size_t esize, char *const *addr, const os_run_t *runs, uint32_t nruns,
-                      const char *odata, char *fdata, const char *compare)
+bool os_acc_try_apply(os_win_t *w, int target, bool cas, bool fetch, os_op_t op,
+                      os_basic_t basic, size_t esize, char *const *addr, const os_run_t *runs,
+                      uint32_t nruns, const char *odata, char *fdata, const char *compare)
 {
     /* The path a process of this node would take for these elements, so
      * that the request stays atomic with their accumulates. */
-    bool mutex = w->peers[w->rank].acc_mutex_always;
+    bool mutex = w->peers[target].acc_mutex_always;
     for (uint32_t i = 0; i < nruns && !mutex; i++)
         mutex = !os_reduce_atomic_ok(esize, addr[i]) || (runs[i].len % esize);
-    if (mutex ? !os_lock_try_excl(&w->ctl[w->rank].acc_mutex)
-              : !os_acc_atomic_try_enter(w, w->rank))
+    if (mutex ? !os_lock_try_excl(&w->ctl[target].acc_mutex)
+              : !os_acc_atomic_try_enter(w, target))
         return false;
     size_t pos = 0;
     for (uint32_t i = 0; i < nruns; pos += runs[i].len, i++) {
@@ -382,7 +382,7 @@ bool os_acc_try_apply(os_win_t *w, bool cas, bool fetch, os_op_t op, os_basic_t 
         }
     }
     if (mutex)
-        os_lock_release_excl(&w->ctl[w->rank].acc_mutex);
+        os_lock_release_excl(&w->ctl[target].acc_mutex);
     else
         os_acc_atomic_exit(w);
     return true;

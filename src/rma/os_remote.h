@@ -10,8 +10,9 @@
 #define OS_REMOTE_H
 
 #include "os_rma.h"
+#include "os_route.h"
 
-enum { AM_REQUEST = 1, AM_REPLY = 2 };
+enum { AM_REQUEST = 1, AM_REPLY = 2, AM_ROUTED = 3 };
 
 typedef enum {
     K_ACC, K_FETCH, K_CAS, K_PUT, K_GET, K_LOCK, K_UNLOCK, K_POST, K_COMPLETE,
@@ -94,10 +95,40 @@ void os_kept_keep(os_win_t *w, int target, const req_hdr_t *h, char *msg, size_t
  * operation. */
 os_status_t os_kept_take(os_win_t *w, int target);
 
+/* The reply handler (remote_msg.c), also for replies that came by route. */
+void os_req_on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
+                     size_t dlen);
+
+/* remote_route.c: requests and replies along a route other than direct. */
+/* Queue a message for dst (world rank) along route; agg_us: how long a
+ * forwarding server may hold it for a batch. */
+os_status_t os_route_send(os_route_t route, int agg_us, int dst, unsigned am, const void *hdr,
+                          size_t hlen, const void *data, size_t dlen);
+/* Answer a request on the path it came: a transport reply handle, or one
+ * of ours (a routed request; os_route_is_handle). */
+os_status_t os_route_answer(void *reply, unsigned am, const void *hdr, size_t hlen,
+                            const void *data, size_t dlen);
+bool os_route_is_handle(const void *reply);
+/* The route the job's servers run (direct: none run). */
+os_route_t os_route_job(void);
+/* Count world rank as a process this one exchanges requests with. */
+void os_route_note_peer(int world);
+/* The idle hook's part: send what is due (everything when the last
+ * progress round delivered no event); microseconds until a held batch is
+ * due, -1 when none is held. */
+int os_route_idle(unsigned events);
+/* The process-wide route counters into a window's statistics. */
+void os_route_stats(onesided_win_stats_t *s);
+
 /* remote_serve.c: the target side. */
 /* The active-message handler of requests. */
 void os_serve_request(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
                       size_t dlen);
+/* A routed request for node-mate `world` (a world rank) that its node server
+ * can apply itself, in memory it maps (a data request on a window it belongs
+ * to): served or kept, true; false when the target must serve it. */
+bool os_serve_for(int world, void *reply, const void *hdr, size_t hlen, const void *data,
+                  size_t dlen);
 /* The transport's idle hook: retry kept requests; true while some wait. */
 bool os_serve_retry(void);
 /* Make w known to the request server (before any process can learn its

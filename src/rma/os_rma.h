@@ -264,6 +264,9 @@ typedef struct os_win {
     uint8_t *dirty;          /* [nranks] RDMA issued since the last flush */
     _Atomic int64_t *acks;   /* [nranks] accumulates sent and not yet acknowledged */
     _Atomic uint64_t served, served_thread, deferred; /* requests served as a target */
+    int route;               /* os_route_t of its requests (remote_route.c) */
+    os_hmap_t node_mates;    /* world rank + 1 -> window rank + 1 of the processes whose
+                              * memory this one maps: its node server applies for them */
     /* passive-target locks of a window spanning nodes (remote.c) */
     _Atomic uint64_t *netword; /* this process's network lock word (UCX memory) */
     os_ucx_reg_t netreg;
@@ -374,12 +377,13 @@ typedef struct {
     uint64_t addr;
     uint64_t len;
 } os_run_t;
-/* Apply an accumulate-kind request of another node to this process's own
- * memory (run i resolved to addr[i]); false, with nothing done, when it would
- * have to wait for the accumulate mutex or a bulk accumulate. */
-bool os_acc_try_apply(os_win_t *w, bool cas, bool fetch, os_op_t op, os_basic_t basic,
-                      size_t esize, char *const *addr, const os_run_t *runs, uint32_t nruns,
-                      const char *odata, char *fdata, const char *compare);
+/* Apply an accumulate-kind request of another node to the memory of target
+ * (this process, or a node-mate whose memory it maps, for which its node
+ * server applies; run i resolved to addr[i]); false, with nothing done, when
+ * it would have to wait for the accumulate mutex or a bulk accumulate. */
+bool os_acc_try_apply(os_win_t *w, int target, bool cas, bool fetch, os_op_t op,
+                      os_basic_t basic, size_t esize, char *const *addr, const os_run_t *runs,
+                      uint32_t nruns, const char *odata, char *fdata, const char *compare);
 
 /* remote.c */
 os_status_t os_remote_init(void);
@@ -407,6 +411,14 @@ os_status_t os_remote_post(os_win_t *w, int origin);
 os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b);
 os_status_t os_remote_complete(os_win_t *w, int target);
 void os_remote_stats_sync(os_win_t *w);
+/* remote_route.c: request routes between nodes (paper 004). At network
+ * start, once UCX knows every process: server_of[p] is the MPI_COMM_WORLD
+ * rank of p's (real or virtual) node's first process, its communication
+ * server, which starts its progress thread when ONESIDED_ROUTE is not
+ * direct. */
+os_status_t os_route_setup(int nprocs, int me, const int *server_of);
+/* Send what forwarding queues still hold (MPI_Finalize). */
+void os_route_drain(void);
 
 /* coalesce.c */
 /* Queue a small accumulate when the window coalesces it; false = do it now. */

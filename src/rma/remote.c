@@ -318,4 +318,6 @@ os_status_t os_remote_complete(os_win_t *w, int target)
 void os_remote_stats_sync(os_win_t *w)
 {
     os_serve_stats_sync(w);
+    if (w->multinode)
+        os_route_stats(&w->stats);
 }

@@ -20,7 +20,7 @@ typedef struct {
     size_t cap;
 } reply_slot_t;
 
-static void on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
+void os_req_on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
                      size_t dlen)
 {
     (void)arg;
@@ -57,15 +57,38 @@ void os_req_progress(void)
     progress_depth--;
 }
 
+/* The transport's idle hook: the request server's retries (lock requests
+ * wait for a CPU unlock, which sends no message: every OS_UCX_RETRY_US)
+ * and the forwarding queues' held batches. */
+static int remote_idle(unsigned events)
+{
+    const int retry = os_serve_retry() ? OS_UCX_RETRY_US : -1;
+    const int route = os_route_idle(events);
+    return retry < 0 ? route : route < 0 || retry < route ? retry : route;
+}
+
 os_status_t os_remote_init(void)
 {
     os_status_t st;
     if ((st = os_ucx_am_register(AM_REQUEST, os_serve_request, NULL)) ||
-        (st = os_ucx_am_register(AM_REPLY, on_reply, NULL)))
+        (st = os_ucx_am_register(AM_REPLY, os_req_on_reply, NULL)))
         return st;
-    os_ucx_set_idle_hook(os_serve_retry);
+    os_ucx_set_idle_hook(remote_idle);
     os_backoff_hook = os_req_progress;
     return OS_OK;
+}
+
+/* A request to target, on the window's route. */
+static os_status_t req_send(os_win_t *w, int target, const req_hdr_t *h, const void *data,
+                            size_t dlen)
+{
+    const int world = w->peers[target].world;
+    if (w->route == OS_ROUTE_DIRECT) {
+        os_route_note_peer(world);
+        return os_ucx_am_send(world, AM_REQUEST, h, sizeof *h, data, dlen);
+    }
+    return os_route_send((os_route_t)w->route, w->cfg.agg_window_us, world, AM_REQUEST, h,
+                         sizeof *h, data, dlen);
 }
 
 /* Send a request and wait for its reply (into buf, up to cap bytes). */
@@ -78,7 +101,7 @@ os_status_t os_req_call_grant(os_win_t *w, int target, req_hdr_t *h, const void 
     h->token = (uint64_t)(uintptr_t)&slot;
     h->ack = 0;
     OS_DEBUG("call kind %d to rank %d token %llx", h->kind, target, (unsigned long long)h->token);
-    os_status_t st = os_ucx_am_send(w->peers[target].world, AM_REQUEST, h, sizeof *h, data, dlen);
+    os_status_t st = req_send(w, target, h, data, dlen);
     if (st)
         return st;
     os_backoff_t b = OS_BACKOFF_INIT;
@@ -109,7 +132,7 @@ os_status_t os_req_post_acked(os_win_t *w, int target, req_hdr_t *h, const void 
     h->token = (uint64_t)(uintptr_t)&w->acks[target];
     h->ack = 1;
     atomic_fetch_add_explicit(&w->acks[target], 1, memory_order_relaxed);
-    os_status_t st = os_ucx_am_send(w->peers[target].world, AM_REQUEST, h, sizeof *h, data, dlen);
+    os_status_t st = req_send(w, target, h, data, dlen);
     if (st)
         atomic_fetch_sub_explicit(&w->acks[target], 1, memory_order_relaxed);
     return st;
@@ -120,7 +143,7 @@ os_status_t os_req_post_noreply(os_win_t *w, int target, req_hdr_t *h)
     h->win = w->id;
     h->src = w->rank;
     h->token = 0;
-    return os_ucx_am_send(w->peers[target].world, AM_REQUEST, h, sizeof *h, NULL, 0);
+    return req_send(w, target, h, NULL, 0);
 }
 
 /* Runs of the target type, as offsets in the target's window (addresses for

@@ -23,6 +23,7 @@ static int reg_n, reg_cap;
 typedef struct pending {
     struct pending *next;
     void *reply;      /* the connection to answer on */
+    int target;       /* whose memory (window rank): ours, or a node-mate's (os_serve_for) */
     req_hdr_t h;
     uint16_t ticket;  /* K_LOCK, K_LOCK_OP: the ticket drawn on the target's lock */
     uint8_t wait;     /* K_LOCK: wait_t */
@@ -70,7 +71,7 @@ static __thread outbox_t *outbox;
 
 static void send_now(void *reply, const reply_hdr_t *r, const void *data, size_t dlen)
 {
-    os_status_t s = os_ucx_am_reply(reply, AM_REPLY, r, sizeof *r, data, dlen);
+    os_status_t s = os_route_answer(reply, AM_REPLY, r, sizeof *r, data, dlen);
     if (s)
         os_log(1, "cannot answer a request: %s", os_status_name(s));
 }
@@ -133,48 +134,54 @@ static void count_served(os_win_t *w)
         atomic_fetch_add_explicit(&w->served_thread, 1, memory_order_relaxed);
 }
 
-/* Resolve and check the runs of a request against this process's memory. */
-static os_status_t resolve(os_win_t *w, const req_hdr_t *h, const os_run_t *runs, char **addr)
+/* Resolve and check the runs of a request against the memory of target
+ * (this process, or a node-mate whose memory it maps). */
+static os_status_t resolve(os_win_t *w, int target, const req_hdr_t *h, const os_run_t *runs,
+                           char **addr)
 {
-    const os_peer_t *me = &w->peers[w->rank];
+    const os_peer_t *me = &w->peers[target];
     for (uint32_t i = 0; i < h->nruns; i++) {
         if (w->flavor == OS_FLAVOR_DYNAMIC) {
-            if (!os_dyn_find(w, w->rank, runs[i].addr, runs[i].len))
+            if (!os_dyn_find(w, target, runs[i].addr, runs[i].len))
                 return OS_ERR(OS_ERR_RANGE, "address 0x%lx+%lu of rank %d is not in memory "
                               "attached to the dynamic window", (unsigned long)runs[i].addr,
-                              (unsigned long)runs[i].len, w->rank);
+                              (unsigned long)runs[i].len, target);
             addr[i] = (char *)(uintptr_t)runs[i].addr;
         } else {
             if (runs[i].addr > (uint64_t)me->size || runs[i].len > (uint64_t)me->size - runs[i].addr)
                 return OS_ERR(OS_ERR_RANGE, "bytes [%lu, %lu) lie outside the window of rank %d",
                               (unsigned long)runs[i].addr,
-                              (unsigned long)(runs[i].addr + runs[i].len), w->rank);
+                              (unsigned long)(runs[i].addr + runs[i].len), target);
             addr[i] = me->base + runs[i].addr;
         }
     }
     return OS_OK;
 }
 
-/* Serve one data request; false when it must wait (kept for a retry). */
-static bool serve_op_aligned(os_win_t *w, void *reply, const req_hdr_t *h, const char *data);
-static bool serve_op(os_win_t *w, void *reply, const req_hdr_t *h, const char *data, size_t dlen)
+/* Serve one data request on target's memory; false when it must wait
+ * (kept for a retry). */
+static bool serve_op_aligned(os_win_t *w, int target, void *reply, const req_hdr_t *h,
+                             const char *data);
+static bool serve_op(os_win_t *w, int target, void *reply, const req_hdr_t *h, const char *data,
+                     size_t dlen)
 {
     /* The network delivers bytes at any alignment; runs and elements are read
      * as 8-byte words and CPU atomics, so realign first when needed. */
     if (!((uintptr_t)data & 7))
-        return serve_op_aligned(w, reply, h, data);
+        return serve_op_aligned(w, target, reply, h, data);
     char *copy = malloc(dlen ? dlen : 1);
     if (!copy) {
         send_reply(reply, h, OS_ERR(OS_ERR_NOMEM, "request of %zu bytes", dlen), NULL, 0);
         return true;
     }
     memcpy(copy, data, dlen);
-    bool done = serve_op_aligned(w, reply, h, copy);
+    bool done = serve_op_aligned(w, target, reply, h, copy);
     free(copy);
     return done;
 }
 
-static bool serve_op_aligned(os_win_t *w, void *reply, const req_hdr_t *h, const char *data)
+static bool serve_op_aligned(os_win_t *w, int target, void *reply, const req_hdr_t *h,
+                             const char *data)
 {
     const os_run_t *runs = (const os_run_t *)data;
     const char *odata = data + h->nruns * sizeof(os_run_t);
@@ -183,7 +190,7 @@ static bool serve_op_aligned(os_win_t *w, void *reply, const req_hdr_t *h, const
         total += runs[i].len;
     char *stack_addr[8], **addr = h->nruns <= 8 ? stack_addr : malloc(sizeof *addr * h->nruns);
     char *out = NULL;
-    os_status_t st = addr ? resolve(w, h, runs, addr)
+    os_status_t st = addr ? resolve(w, target, h, runs, addr)
                           : OS_ERR(OS_ERR_NOMEM, "request of %u runs", h->nruns);
     bool fetch = h->kind == K_FETCH || h->kind == K_CAS || h->kind == K_GET;
     if (!st && fetch && !(out = malloc(total ? total : 1)))
@@ -202,7 +209,7 @@ static bool serve_op_aligned(os_win_t *w, void *reply, const req_hdr_t *h, const
             break;
         }
         default:
-            if (!os_acc_try_apply(w, h->kind == K_CAS, h->kind != K_ACC, (os_op_t)h->op,
+            if (!os_acc_try_apply(w, target, h->kind == K_CAS, h->kind != K_ACC, (os_op_t)h->op,
                                   (os_basic_t)h->basic, h->esize, addr, runs, h->nruns,
                                   h->op == OS_OP_NO_OP && h->kind != K_CAS ? NULL : odata, out,
                                   h->kind == K_CAS ? odata + h->esize : NULL)) {
@@ -258,7 +265,7 @@ static bool lock_op_step(os_win_t *w, pending_t *p)
     inner.src = p->h.src;
     inner.token = p->h.token;
     inner.ack = 0;
-    if (!serve_op(w, p->reply, &inner, p->data + sizeof inner, p->dlen - sizeof inner))
+    if (!serve_op(w, w->rank, p->reply, &inner, p->data + sizeof inner, p->dlen - sizeof inner))
         return false; /* the accumulate mutex is busy: retried with the lock held */
     if (p->h.op)
         os_lock_release_excl(&w->ctl[w->rank].lock);
@@ -282,15 +289,60 @@ static pending_t *pending_new(void *reply, const req_hdr_t *h, const char *data,
                    0);
         return NULL;
     }
-    *p = (pending_t){ .reply = reply, .h = *h, .wait = WAIT_TICKET, .dlen = dlen };
+    *p = (pending_t){ .reply = reply, .target = -1, .h = *h, .wait = WAIT_TICKET, .dlen = dlen };
     if (dlen)
         memcpy(p->data, data, dlen);
     return p;
 }
 
+/* Is a data request of this origin kept for a retry? Then a newer one must
+ * wait behind it: accumulates of one origin apply in issue order. */
+static bool origin_waits(uint64_t win, int32_t src, int target)
+{
+    if (!atomic_load_explicit(&npending, memory_order_relaxed))
+        return false;
+    for (const pending_t *p = pending_head; p; p = p->next)
+        if (p->h.win == win && p->h.src == src && p->target == target)
+            return true;
+    return false;
+}
+
+/* Is a kept data request ahead of p from the same origin still waiting? */
+static bool behind_same_origin(const pending_t *p)
+{
+    for (const pending_t *q = pending_head; q && q != p; q = q->next)
+        if (q->h.win == p->h.win && q->h.src == p->h.src && q->target == p->target)
+            return true;
+    return false;
+}
+
+/* Keep p for a retry. */
+static void keep(pending_t *p)
+{
+    p->next = NULL;
+    *pending_tail = p;
+    pending_tail = &p->next;
+    atomic_fetch_add_explicit(&npending, 1, memory_order_relaxed);
+}
+
+/* A data request on target's memory: served now, or kept for a retry
+ * (behind a kept request of the same origin, or while the accumulate mutex
+ * or a bulk accumulate is busy). Called with reg_lock held. */
+static void serve_data(os_win_t *w, int target, void *reply, const req_hdr_t *h,
+                       const char *data, size_t dlen)
+{
+    if (!origin_waits(h->win, h->src, target) && serve_op(w, target, reply, h, data, dlen))
+        return;
+    pending_t *p = pending_new(reply, h, data, dlen);
+    if (!p)
+        return;
+    p->target = target;
+    atomic_fetch_add_explicit(&w->deferred, 1, memory_order_relaxed);
+    keep(p);
+}
+
 /* Serve a request now or keep it; called with reg_lock held. */
-static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data, size_t dlen,
-                  bool fresh)
+static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data, size_t dlen)
 {
     pending_t *p = NULL;
     switch (h->kind) {
@@ -363,19 +415,36 @@ static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data
         send_reply(reply, h, OS_OK, NULL, 0);
         return;
     default:
-        if (serve_op(w, reply, h, data, dlen))
-            return;
-        if (!fresh)
-            return; /* already kept */
-        if (!(p = pending_new(reply, h, data, dlen)))
-            return;
-        atomic_fetch_add_explicit(&w->deferred, 1, memory_order_relaxed);
-        break;
+        serve_data(w, w->rank, reply, h, data, dlen);
+        return;
     }
-    p->next = NULL;
-    *pending_tail = p;
-    pending_tail = &p->next;
-    atomic_fetch_add_explicit(&npending, 1, memory_order_relaxed);
+    keep(p);
+}
+
+bool os_serve_for(int world, void *reply, const void *hdr, size_t hlen, const void *data,
+                  size_t dlen)
+{
+    req_hdr_t h;
+    if (hlen < sizeof h)
+        return false;
+    memcpy(&h, hdr, sizeof h);
+    /* Data requests only: locks, PSCW and the hybrid manager's state belong
+     * to the target process; dynamic windows' regions to its table. */
+    if (h.kind != K_ACC && h.kind != K_FETCH && h.kind != K_CAS && h.kind != K_PUT &&
+        h.kind != K_GET)
+        return false;
+    bool served = false;
+    pthread_mutex_lock(&reg_lock);
+    os_win_t *w = find_win(h.win);
+    if (w && w->flavor != OS_FLAVOR_DYNAMIC) {
+        const int t = (int)(intptr_t)os_hmap_get(&w->node_mates, (uintptr_t)world + 1) - 1;
+        if (t >= 0 && w->peers[t].access == OS_PEER_DIRECT) {
+            serve_data(w, t, reply, &h, data, dlen);
+            served = true;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return served;
 }
 
 void os_serve_request(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
@@ -390,8 +459,12 @@ void os_serve_request(void *arg, void *reply, const void *hdr, size_t hlen, cons
              (unsigned long long)h->token);
     pthread_mutex_lock(&reg_lock);
     os_win_t *w = find_win(h->win);
+    /* The direct route's sender is a peer; a routed request's is its last
+     * hop, which the route counted. */
+    if (w && !os_route_is_handle(reply) && h->src >= 0 && h->src < w->nranks)
+        os_route_note_peer(w->peers[h->src].world);
     if (w)
-        serve(w, reply, h, data, dlen, true);
+        serve(w, reply, h, data, dlen);
     else
         os_log(1, "request for unknown window %llu from rank %d dropped",
                (unsigned long long)h->win, h->src);
@@ -423,7 +496,8 @@ bool os_serve_retry(void)
         else if (p->h.kind == K_LOCK_OP)
             done = lock_op_step(w, p);
         else
-            done = serve_op(w, p->reply, &p->h, p->data, p->dlen);
+            done = !behind_same_origin(p) &&
+                   serve_op(w, p->target, p->reply, &p->h, p->data, p->dlen);
         if (done) {
             *pp = p->next;
             if (!*pp)

@@ -99,10 +99,29 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
     w->id = id;
     if ((st = remote_alloc(w)))
         return st;
+    w->route = w->cfg.route;
+    if (w->route < OS_ROUTE_DIRECT || w->route > OS_ROUTE_COOPERATIVE)
+        return OS_ERR(OS_ERR_INFO, "onesided_route=%d is not a route", w->route);
+    if (w->route != OS_ROUTE_DIRECT && os_route_job() == OS_ROUTE_DIRECT) {
+        /* No server runs: they start with the job (ONESIDED_ROUTE). */
+        static bool told;
+        if (!told)
+            os_log(1, "a window asks for route %s, but the job runs none (ONESIDED_ROUTE): "
+                   "direct (stat fallback_route_direct)", os_route_name((os_route_t)w->route));
+        told = true;
+        OS_STAT(w, FALLBACK_ROUTE_DIRECT, 1);
+        w->route = OS_ROUTE_DIRECT;
+    }
 
+    /* The processes whose memory we map: as their node's server we apply
+     * routed requests for them. */
+    for (int r = 0; r < n && !st; r++)
+        if (r != w->rank && w->peers[r].access == OS_PEER_DIRECT)
+            st = os_hmap_put(&w->node_mates, (uintptr_t)w->peers[r].world + 1,
+                             (void *)(intptr_t)(r + 1));
     /* Registered before anybody can learn our keys: no request can arrive
      * for a window we do not know. */
-    if ((st = os_serve_register(w)))
+    if (st || (st = os_serve_register(w)))
         return st;
 
     if ((st = memory_key(w, base, bytes, &me, &key)))
@@ -170,6 +189,7 @@ out:
 void os_remote_win_teardown(os_win_t *w)
 {
     os_serve_unregister(w);
+    os_hmap_destroy(&w->node_mates);
     for (int r = 0; w->peers && r < w->nranks; r++)
         if (w->peers[r].rkey) {
             os_ucx_rkey_destroy(w->peers[r].rkey);

@@ -22,6 +22,8 @@ static const struct {
     { "lock", "hybrid", OS_LOCK_HYBRID },    { "lock", "manager", OS_LOCK_MANAGER },
     { "lock", "network", OS_LOCK_NETWORK },  { "lock_policy", "paper", 0 },
     { "lock_policy", "history", 1 },         { "lock_policy", "random", 2 },
+    { "route", "direct", 0 },                { "route", "server", 1 },
+    { "route", "cooperative", 2 },
 };
 
 /* "ONESIDED_LOCK_POLICY" and "onesided_lock_policy" both name "lock_policy". */

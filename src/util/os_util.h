@@ -143,6 +143,36 @@ void os_log_set_rank(int rank);
       "request at unlock (one round trip, the reply brings the result), and an epoch with no " \
       "operation sends nothing. A second operation, a flush, MPI_Win_sync or an R* call asks " \
       "for the lock first. 0 = every MPI_Win_lock asks for the lock at once.")                \
+    X(route, int, "ONESIDED_ROUTE", "onesided_route", "direct",                               \
+      "How requests between nodes (what the target's CPU must do: accumulates without a "     \
+      "network atomic, non-contiguous or dynamic-window transfers, lock-manager requests, "   \
+      "PSCW) travel (paper 004): direct = origin to target; server = through the "           \
+      "communication server of each node (its first process's progress thread), so that "     \
+      "request connections grow with the nodes, not the processes; cooperative = servers "    \
+      "form groups of ONESIDED_GROUP_SIZE nodes and forward for each other, so that each "     \
+      "keeps connections to its group and its share of the other nodes. RDMA put/get and "    \
+      "network atomics always go direct. The environment variable starts the servers (every " \
+      "process must set the same); the info key then picks a route per window (fixed at "    \
+      "creation; a route other than direct when the job runs none falls back to direct, "    \
+      "stat fallback_route_direct).")                                                          \
+    X(group_size, int, "ONESIDED_GROUP_SIZE", NULL, "4",                                       \
+      "Cooperative route: nodes per multinode group (consecutive nodes; the last group may "  \
+      "be smaller). The same in every process.")                                              \
+    X(agg_window_us, int, "ONESIDED_AGG_WINDOW_US", "onesided_agg_window_us", "0",            \
+      "Server and cooperative routes: a forwarding server holds a request up to this many "   \
+      "microseconds for more bound to the same next server, which then travel as one "        \
+      "message (and their replies likewise); the window closes early when the batch reaches " \
+      "ONESIDED_AGG_BYTES. 0 = every request travels on its own.")                            \
+    X(agg_bytes, int, "ONESIDED_AGG_BYTES", NULL, "8192",                                      \
+      "A held batch of forwarded requests leaves once it holds this many bytes.")             \
+    X(agg_idle_close, int, "ONESIDED_AGG_IDLE_CLOSE", NULL, "1",                               \
+      "1 = the aggregation window is event-driven: a held batch leaves as soon as its server " \
+      "finds no more events to handle, so a lone request is never held and a burst travels " \
+      "together; 0 = a batch stays for its whole window (the paper's held request).")        \
+    X(agg_timer, int, "ONESIDED_AGG_TIMER", NULL, "1",                                         \
+      "1 = a forwarding server wakes when a held batch's window ends; 0 = it does not, and "  \
+      "held batches leave at its periodic wake-up (every millisecond) or with other traffic " \
+      "(for the test of that stalemate breaker).")                                            \
     X(help, int, "ONESIDED_HELP", NULL, "0",                                                  \
       "Print this table of tunables on rank 0 at MPI_Init.")
 

@@ -115,15 +115,25 @@ os_status_t os_ucx_am_reply(void *reply, unsigned id, const void *hdr, size_t hl
 
 /* Progress the worker once, then run the idle hook; returns events seen. */
 unsigned os_ucx_progress(void);
-/* A function run after every progress round, in any thread (the lock manager
- * retries its waiting requests there); it returns true while it has such
- * work waiting, which no message will announce. */
-void os_ucx_set_idle_hook(bool (*fn)(void));
+/* A function run after every progress round, in any thread, never inside a
+ * handler (the lock manager retries its waiting requests there, the
+ * forwarding engine sends what handlers queued), with the number of events
+ * that round delivered (0: nothing more has arrived). It returns the
+ * microseconds after which it wants to run again although no message
+ * arrives (0 = at once), or -1 when it waits for nothing. */
+void os_ucx_set_idle_hook(int (*fn)(unsigned events));
+/* True inside an active-message handler of this thread. */
+bool os_ucx_in_handler(void);
+/* Endpoints this process opened (to send to a peer, first use). */
+int os_ucx_endpoints(void);
+/* Wake the progress thread from its sleep (it then runs the idle hook and
+ * sleeps again with the hook's new timeout); no-op inside it. */
+void os_ucx_wake(void);
 /* The progress thread: serves active messages while the application
  * computes. When idle it sleeps on the worker's event descriptor, so that
  * a request is served as soon as it arrives and an idle process uses no
- * CPU; it wakes every OS_UCX_IDLE_US regardless, or every OS_UCX_RETRY_US
- * while the idle hook has work. After serving something it keeps polling
+ * CPU; it wakes every OS_UCX_IDLE_US regardless, or sooner when the idle
+ * hook asks (OS_UCX_RETRY_US while the lock manager has requests waiting). After serving something it keeps polling
  * for OS_UCX_LINGER_US before it sleeps again (not on an oversubscribed
  * node). An application thread that waits for the
  * network progresses the worker itself (os_ucx_progress) whenever the

@@ -27,7 +27,8 @@ static struct {
      * holds it (recursive: active-message handlers send under it). */
     pthread_mutex_t lock;
     struct { os_ucx_am_fn fn; void *arg; } am[MAX_AM_IDS];
-    bool (*idle_hook)(void);
+    int (*idle_hook)(unsigned events);
+    _Atomic int nendpoints; /* endpoints this process created */
     int efd;           /* the worker's event descriptor, -1 without one */
     pthread_t thread;
     bool thread_running;
@@ -45,6 +46,7 @@ static struct {
 #define UNLOCK() pthread_mutex_unlock(&U.lock)
 
 static __thread bool in_progress_thread;
+static __thread int in_handler;
 
 static os_status_t ucs_err(ucs_status_t s, const char *what)
 {
@@ -143,6 +145,8 @@ static os_status_t endpoint(int peer, ucp_ep_h *ep)
         ucs_status_t s = ucp_ep_create(U.worker, &ep_params, &U.eps[peer]);
         if (s != UCS_OK)
             st = ucs_err(s, "ucp_ep_create");
+        else
+            atomic_fetch_add_explicit(&U.nendpoints, 1, memory_order_relaxed);
     }
     *ep = U.eps[peer];
     UNLOCK();
@@ -560,7 +564,9 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
         return UCS_OK;
     }
     void *reply = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
+    in_handler++;
     U.am[id].fn(U.am[id].arg, reply, header, header_length, data, length);
+    in_handler--;
     return UCS_OK;
 }
 
@@ -653,19 +659,35 @@ unsigned os_ucx_progress(void)
      * application thread otherwise (it then needs no thread switch to see
      * its completion). Never two at once: with two threads progressing,
      * UCX 1.13's TCP transport left messages undelivered under load. */
-    unsigned n = 0;
+    unsigned n = 0, seen = 1; /* another thread progresses: it saw what came */
     if (U.worker && !pthread_mutex_trylock(&U.lock)) {
-        n = ucp_worker_progress(U.worker);
+        seen = n = ucp_worker_progress(U.worker);
         UNLOCK();
     }
-    if (U.idle_hook)
-        (void)U.idle_hook();
+    if (U.idle_hook && !in_handler)
+        (void)U.idle_hook(seen);
     return n;
 }
 
-void os_ucx_set_idle_hook(bool (*fn)(void))
+void os_ucx_set_idle_hook(int (*fn)(unsigned events))
 {
     U.idle_hook = fn;
+}
+
+bool os_ucx_in_handler(void)
+{
+    return in_handler > 0;
+}
+
+int os_ucx_endpoints(void)
+{
+    return atomic_load_explicit(&U.nendpoints, memory_order_relaxed);
+}
+
+void os_ucx_wake(void)
+{
+    if (U.thread_running && !in_progress_thread)
+        (void)ucp_worker_signal(U.worker);
 }
 
 /* Sleep until the worker has an event, or for at most timeout_us. The
@@ -681,8 +703,12 @@ static void sleep_on_worker(int timeout_us)
     }
     ucs_status_t s;
     LOCK();
-    while (ucp_worker_progress(U.worker))
-        ;
+    /* Whatever this progress delivers may leave work for the idle hook (a
+     * forwarded request to send on): then do not sleep, run the hook. */
+    if (ucp_worker_progress(U.worker)) {
+        UNLOCK();
+        return;
+    }
     s = ucp_worker_arm(U.worker);
     UNLOCK();
     if (s != UCS_OK)
@@ -737,7 +763,7 @@ static void *progress_main(void *arg)
             n = ucp_worker_progress(U.worker);
             UNLOCK();
         }
-        const bool busy = U.idle_hook && U.idle_hook();
+        const int wait_us = U.idle_hook ? U.idle_hook(n) : -1;
         const double now = os_now();
         if (n) {
             last_event = now;
@@ -751,7 +777,7 @@ static void *progress_main(void *arg)
             os_cpu_relax();
             continue;
         }
-        sleep_on_worker(busy ? OS_UCX_RETRY_US : OS_UCX_IDLE_US);
+        sleep_on_worker(wait_us < 0 || wait_us > OS_UCX_IDLE_US ? OS_UCX_IDLE_US : wait_us);
     }
     return NULL;
 }
