@@ -40,6 +40,7 @@ static const char *const route_names[NROUTES] = { "native", "direct", "server", 
                                                   "cooperative+agg" };
 static int rank, nprocs, node_size, group_size, iters = 200, agg_us = 50, reps = 3, burst = 64;
 static FILE *csv;
+static bool scale_table; /* memory: also the computed table at scale */
 static int failures;
 
 static void row(const char *figure, const char *test, const char *route, double value,
@@ -415,6 +416,10 @@ static void memory(void)
     free(all);
 
     /* The computed table at scale, by the same routing code. */
+    if (!scale_table) {
+        quiet_barrier();
+        return;
+    }
     printf("Figure 6 at scale (computed): request peers of the busiest process, of a whole "
            "node, and a node's aggregation buffers (%d B per next hop)\n", agg_bytes);
     const int ns[] = { 256, 1024, 4096 }, ks[] = { 16, 32 };
@@ -464,11 +469,13 @@ int main(int argc, char **argv)
             burst = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--agg-us") && i + 1 < argc)
             agg_us = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--scale-table"))
+            scale_table = true;
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
             csv_path = argv[++i];
         else {
             fprintf(stderr, "usage: cooperation [--figures latency,contention,memory] "
-                    "[--iters N] [--reps N] [--burst N] [--agg-us US] [--csv FILE]\n");
+                    "[--scale-table] [--iters N] [--reps N] [--burst N] [--agg-us US] [--csv FILE]\n");
             return 2;
         }
     }
@@ -490,6 +497,8 @@ int main(int argc, char **argv)
         perror(csv_path);
         PMPI_Abort(MPI_COMM_WORLD, 1);
     }
+    if (csv && ftell(csv) == 0)
+        fprintf(csv, "figure,test,route,value,unit\n");
     if (bench_in_list(figures, "latency"))
         latency();
     if (bench_in_list(figures, "contention"))

@@ -194,6 +194,53 @@ def plots(out, data):
             ax.set_ylim(bottom=0)
             ax.legend(fontsize=8)
         save(fig, "linalg.png")
+    co = data.get("cooperation", [])
+    if co:
+        # Paper 004, Figures 5 and 7 (measured, one job) and Figure 6
+        # (connection state per node, computed by the library's routing code).
+        routes = ["native", "direct", "server", "cooperative", "cooperative+agg"]
+        rcol = {"native": colors["native"], "direct": colors["onesided"], "server": "#55a868",
+                "cooperative": "#8172b3", "cooperative+agg": "#ccb974"}
+        fig, axes = plt.subplots(1, 2, figsize=(14, 5), squeeze=False)
+        ax = axes[0][0]
+        tests = []
+        for x in co:
+            if x["figure"] in ("5", "7") and x["test"] not in tests:
+                tests.append(x["test"])
+        width = 0.8 / len(routes)
+        for i, route in enumerate(routes):
+            vals = []
+            for t in tests:
+                v = [float(x["value"]) for x in co if x["test"] == t and x["route"] == route]
+                vals.append(v[0] if v else 0)
+            ax.barh([j + i * width for j in range(len(tests))], vals, width, label=route,
+                    color=rcol[route])
+        ax.set_yticks([j + 0.4 for j in range(len(tests))])
+        ax.set_yticklabels(tests, fontsize=7)
+        ax.set_xscale("log")
+        ax.set_xlabel("us per operation (8 processes, virtual nodes of 2, groups of 2)")
+        ax.set_title("Request routes: latency (Fig. 5) and contention at rank 0 (Fig. 7)")
+        ax.legend(fontsize=7, loc="lower right")
+        ax = axes[0][1]
+        for route in ["direct", "server", "cooperative"]:
+            for k, style in (("16", "-o"), ("32", "--s")):
+                pts = []
+                for x in co:
+                    t = x["test"]
+                    if x["figure"] == "6" and x["route"] == route and x["unit"] == "request peers" \
+                            and t.endswith("computed, per node") and f" K={k} " in t:
+                        pts.append((int(t.split()[0][2:]), float(x["value"])))
+                pts.sort()
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
+                            color=rcol[route], label=f"{route}, K={k}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("processes N")
+        ax.set_ylabel("request connections per node")
+        ax.set_title("Connection state per node (Fig. 6, computed by os_route.h)")
+        ax.legend(fontsize=7)
+        save(fig, "cooperation.png")
     if data.get("randomaccess"):
         flavors = sorted({row["flavor"] for row in data["randomaccess"]})
         fig, axes = plt.subplots(1, len(flavors), figsize=(6.5 * len(flavors), 4.8), squeeze=False)
@@ -381,6 +428,15 @@ def summarize(data):
             if nat:
                 rows.append(("linalg", f"{x['kernel']} N={x['n']}{suffix}", float(nat[0]["gflops"]),
                              float(x["gflops"]), "GFLOP/s", "higher"))
+    # Paper 004: each route against native MPICH in the same job.
+    co = [x for x in data.get("cooperation", []) if x["figure"] in ("5", "7")]
+    for x in co:
+        if x["route"] == "native":
+            continue
+        nat = [y for y in co if y["test"] == x["test"] and y["route"] == "native"]
+        if nat:
+            rows.append((f"cooperation ({x['route']})", x["test"], float(nat[0]["value"]),
+                         float(x["value"]), "us", "lower"))
     return rows
 
 
@@ -479,6 +535,20 @@ def main():
         steps.append(("linalg-vnode1", r.mpiexec(2, "linalg", "--sizes", "256" if smoke else "2048",
                       "--nb", 64 if smoke else 256, "--reps", 1 if smoke else 3, "--no-scalapack",
                       "--csv", os.path.join(a.out, "linalg-vnode1.csv")), "vnode1", dict(vn, **blas)))
+    # Paper 004: request routes on 4 virtual nodes of 2 in groups of 2; the
+    # routes side by side in one job (info key per window), then the
+    # connection state of each route in a job of its own.
+    coop_csv = os.path.join(a.out, "cooperation.csv")
+    if os.path.exists(coop_csv):
+        os.remove(coop_csv)
+    coop_env = {"ONESIDED_NODE_SIZE": "2", "ONESIDED_GROUP_SIZE": "2"}
+    steps.append(("cooperation", r.mpiexec(8, "cooperation", "--figures", "latency,contention",
+                  "--iters", 30 if smoke else 200, "--reps", 1 if smoke else 3, "--agg-us", 50,
+                  "--csv", coop_csv), "routes", dict(coop_env, ONESIDED_ROUTE="cooperative")))
+    for route in ["direct", "server", "cooperative"]:
+        steps.append((f"cooperation-memory-{route}", r.mpiexec(8, "cooperation", "--figures", "memory",
+                      *(["--scale-table"] if route == "cooperative" else []),
+                      "--csv", coop_csv), route, dict(coop_env, ONESIDED_ROUTE=route)))
     total = len(steps) + (0 if a.no_hpcc else 1)
 
     data = {"microbench": [], "randomaccess": [], "rma_sweep_vnode1": [], "busy_epochs": [],
@@ -509,6 +579,8 @@ def main():
             for x in rows:
                 x["case"] = tag or "node"
             data.setdefault("linalg", []).extend(rows)
+        elif name.startswith("cooperation"):
+            data["cooperation"] = rows  # one file, appended by every step
         elif name.startswith("busy_epochs"):
             for x in rows:
                 x["case"] = tag

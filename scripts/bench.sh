@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-targets="os_microbench rma_sweep ghost_exchange randomaccess busy_epochs rget_overlap lock_bench"
+targets="os_microbench rma_sweep ghost_exchange randomaccess busy_epochs rget_overlap lock_bench cooperation"
 # linalg exists when ScaLAPACK and OpenBLAS were found (setup.sh installs them)
 grep -q "bench/linalg:" build-release/build.ninja && targets="$targets linalg"
 cmake --build build-release --target $targets

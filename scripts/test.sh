@@ -22,12 +22,14 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_SANITIZE=O
       -DONESIDED_TEST_NP="2;3" >/dev/null
 cmake --build build-asan
 # MPICH's own allocations are not ours to judge: leak checking stays off.
-# The code paths the lock designs, TCP, nodes of 2 and the matrix change are
-# those of the engine and transport, which the runs kept here also execute;
+# The code paths the lock designs, TCP, nodes of 2, the matrix and the route
+# configurations change are those of the engine and transport, which the
+# runs kept here also execute (test_routes under the server and cooperative
+# routes covers forwarding and the node server);
 # the timed watchdog and fatal-abort runs add nothing under a sanitizer.
 (cd build-asan && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --output-on-failure -E 'preload|matrix|vnode2|vnode_tcp|vnode_manager|vnode_network|torture_|busy_lock|watchdog|test_fatal|piggyback_(manager_(vnode2|tcp|off)|network)|direct_acc_vnode(2|_tcp|_network)|release_order_(hybrid|manager)|linalg')
+    ctest --output-on-failure -E 'preload|matrix|vnode2|vnode_tcp|vnode_manager|vnode_network|torture_|busy_lock|watchdog|test_fatal|piggyback_(manager_(vnode2|tcp|off)|network)|direct_acc_vnode(2|_tcp|_network)|release_order_(hybrid|manager)|linalg|route_coop_(vnode2_g3|tcp|agg)|route_agg_no_timer|route_memory|route_(server_vnode2|coop_vnode1_g2)_test_([a-qs-z]|re)')
 
 stage "sanitizers: TSan over the threaded unit tests"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_TSAN=ON >/dev/null
@@ -45,6 +47,11 @@ ONESIDED_NODE_SIZE=1 bash scripts/mpi4py-tests.sh build 2
 ONESIDED_NODE_SIZE=2 ONESIDED_LOCK_POLICY=paper bash scripts/mpi4py-tests.sh build 3
 ONESIDED_NODE_SIZE=1 ONESIDED_LOCK=network bash scripts/mpi4py-tests.sh build 2
 ONESIDED_NODE_SIZE=1 ONESIDED_LOCK=manager bash scripts/mpi4py-tests.sh build 3
+# Request routes (paper 004): through node servers on nodes of 2, 2 and 1,
+# and cooperative on nodes of 1 in groups of 3 and 1 (gateway forwarding).
+ONESIDED_ROUTE=server ONESIDED_NODE_SIZE=2 ONESIDED_ACC_DIRECT=0 bash scripts/mpi4py-tests.sh build 5
+ONESIDED_ROUTE=cooperative ONESIDED_NODE_SIZE=1 ONESIDED_GROUP_SIZE=3 ONESIDED_ACC_DIRECT=0 \
+    bash scripts/mpi4py-tests.sh build 4
 
 stage "main job, smoke size: every benchmark runs and verifies its results"
 # Timings are not judged here; a failed verification or a missing output is.
@@ -59,7 +66,7 @@ for f in microbench-allocate.csv microbench-create.csv microbench-create_allocme
          randomaccess-vnode1.csv busy_epochs-vnode1-shm.csv busy_epochs-vnode1-tcp.csv \
          microbench_vnode1.png microbench_vnode1_busy.png rget_overlap-vnode1.csv \
          rget_overlap-vnode1-tcp.csv lock_bench-vnode2.csv lock_bench.png \
-         linalg.csv linalg-vnode1.csv linalg.png; do
+         linalg.csv linalg-vnode1.csv linalg.png cooperation.csv cooperation.png; do
     [ -s "build-release/smoke/$f" ] || { echo "main job smoke: missing output $f"; exit 1; }
 done
 grep -q '"failed": \[\]' build-release/smoke/summary.json ||
