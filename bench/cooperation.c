@@ -54,6 +54,22 @@ static void row(const char *figure, const char *test, const char *route, double 
     fflush(stdout);
 }
 
+/* A row from every process's value (negative: not measured): the median
+ * over the processes that measured. Collective. */
+static void report(const char *figure, const char *test, const char *route, double mine)
+{
+    double *all = malloc(sizeof(double) * (size_t)nprocs);
+    PMPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (!rank) {
+        int n = 0;
+        for (int p = 0; p < nprocs; p++)
+            if (all[p] >= 0)
+                all[n++] = all[p];
+        row(figure, test, route, n ? bench_median(all, n) : NAN, "us");
+    }
+    free(all);
+}
+
 /* Wait for a request without burning a core the measured processes need. */
 static void quiet_wait(MPI_Request *r)
 {
@@ -171,14 +187,8 @@ static void latency(void)
         for (int rep = 0; rep < reps; rep++)
             for (int r = 0; r < NROUTES; r++)
                 v[r][rep] = latency_once(r, test, strided);
-        for (int r = 0; r < NROUTES; r++) {
-            double mine = bench_median(v[r], reps);
-            double *all = malloc(sizeof(double) * (size_t)nprocs);
-            PMPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-            if (!rank)
-                row("5", latency_names[test], route_names[r], bench_median(all, nprocs), "us");
-            free(all);
-        }
+        for (int r = 0; r < NROUTES; r++)
+            report("5", latency_names[test], route_names[r], bench_median(v[r], reps));
     }
     PMPI_Type_free(&strided);
 }
@@ -288,19 +298,8 @@ static void contention(void)
             char test[96];
             snprintf(test, sizeof test, "%s to rank 0, %d%% contention",
                      put ? "strided put" : "fetch_and_op", contend ? 20 : 0);
-            for (int r = 0; r < NROUTES; r++) {
-                double mine = v[r][0] < 0 ? -1 : bench_median(v[r], reps);
-                double *all = malloc(sizeof(double) * (size_t)nprocs);
-                PMPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-                if (!rank) {
-                    int n = 0;
-                    for (int p = 0; p < nprocs; p++)
-                        if (all[p] >= 0)
-                            all[n++] = all[p];
-                    row("7", test, route_names[r], n ? bench_median(all, n) : NAN, "us");
-                }
-                free(all);
-            }
+            for (int r = 0; r < NROUTES; r++)
+                report("7", test, route_names[r], v[r][0] < 0 ? -1 : bench_median(v[r], reps));
         }
     PMPI_Type_free(&strided);
 }

@@ -60,30 +60,36 @@ static int partner(void)
     return (t_rank + t_size / 2) % t_size;
 }
 
+/* REPLACE accumulates of 1, 2, 3 ... to one element of t, as requests, with
+ * a Get_accumulate(NO_OP) every READ_EVERY that must see the last value
+ * sent; false (and one failed check) at the first that does not. */
+static bool replace_in_order(MPI_Win win, int t, MPI_Aint disp, const char *what)
+{
+    int64_t seen = -1, zero = 0;
+    for (int64_t i = 1; i <= ITERS; i++) {
+        MPI_Accumulate(&i, 1, MPI_INT64_T, t, disp, 1, MPI_INT64_T, MPI_REPLACE, win);
+        if (i % READ_EVERY)
+            continue;
+        MPI_Get_accumulate(&zero, 1, MPI_INT64_T, &seen, 1, MPI_INT64_T, t, disp, 1,
+                           MPI_INT64_T, MPI_NO_OP, win);
+        MPI_Win_flush(t, win);
+        if (seen != i) {
+            CHECK(0, "%s: read %lld after sending %lld to rank %d", what, (long long)seen,
+                  (long long)i, t);
+            return false;
+        }
+    }
+    return true;
+}
+
 static void test_ordering(void)
 {
     MPI_Info info = route_info();
     t_win_t tw = t_win_make(F_ALLOCATE, 8 * 64, info);
     MPI_Info_free(&info);
     const int t = partner();
-    int64_t last = 0, seen = -1, zero = 0;
-    bool ordered = true;
     MPI_Win_lock_all(0, tw.win);
-    for (int64_t i = 1; i <= ITERS; i++) {
-        MPI_Accumulate(&i, 1, MPI_INT64_T, t, 8 * t_rank % (8 * 64), 1, MPI_INT64_T, MPI_REPLACE,
-                       tw.win);
-        last = i;
-        if (i % READ_EVERY == 0) {
-            MPI_Get_accumulate(&zero, 1, MPI_INT64_T, &seen, 1, MPI_INT64_T, t,
-                               8 * t_rank % (8 * 64), 1, MPI_INT64_T, MPI_NO_OP, tw.win);
-            MPI_Win_flush(t, tw.win);
-            if (seen != last && ordered) {
-                ordered = false;
-                CHECK(0, "read %lld after sending %lld to rank %d", (long long)seen,
-                      (long long)last, t);
-            }
-        }
-    }
+    const bool ordered = replace_in_order(tw.win, t, 8 * t_rank % (8 * 64), "route");
     MPI_Win_unlock_all(tw.win);
     CHECK(ordered, "same-origin accumulates in order through the route");
     MPI_Barrier(MPI_COMM_WORLD);
@@ -119,23 +125,7 @@ static void test_ordering_busy_target(void)
     MPI_Win_lock_all(0, tw.win);
     if (origin) {
         const int t = ((node + 1) % nodes) * k;
-        int64_t last = 0, seen = -1, zero = 0;
-        bool ordered = true;
-        for (int64_t i = 1; i <= ITERS; i++) {
-            MPI_Accumulate(&i, 1, MPI_INT64_T, t, 8 * t_rank, 1, MPI_INT64_T, MPI_REPLACE,
-                           tw.win);
-            last = i;
-            if (i % READ_EVERY == 0) {
-                MPI_Get_accumulate(&zero, 1, MPI_INT64_T, &seen, 1, MPI_INT64_T, t, 8 * t_rank,
-                                   1, MPI_INT64_T, MPI_NO_OP, tw.win);
-                MPI_Win_flush(t, tw.win);
-                if (seen != last && ordered) {
-                    ordered = false;
-                    CHECK(0, "busy target: read %lld after sending %lld to rank %d",
-                          (long long)seen, (long long)last, t);
-                }
-            }
-        }
+        const bool ordered = replace_in_order(tw.win, t, 8 * t_rank, "busy target");
         CHECK(ordered, "same-origin order while the target keeps requests");
         MPI_Ibarrier(MPI_COMM_WORLD, &done);
         MPI_Wait(&done, MPI_STATUS_IGNORE);
