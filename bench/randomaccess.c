@@ -32,7 +32,12 @@
  * Verification: every process replays every process's stream and undoes the
  * updates aimed at its part of the table (xor again, or subtract); a word that
  * is not then its global index is an error. Atomic variants must have 0
- * errors, GMP at most 1% of the table (HPCC's rule). A failure aborts the run.
+ * errors. GMP may lose an update only where two processes updated one word
+ * (each process's own updates are ordered by its unlocks), so its words that
+ * one process alone updated must be exact too; losses on shared words are
+ * counted and reported (with HPCC's 1% rule as information), never judged:
+ * how many races a run meets depends on the machine's load, not on the
+ * library. A failure aborts the run.
  */
 #include "bench_impl.h"
 
@@ -221,9 +226,14 @@ static void one_sided(int v, const impl_t *m, MPI_Win win)
     free(vals);
 }
 
-/* Undo every update aimed at this process; count words that are then wrong. */
-static long long verify(u64 *table, bool sum)
+/* Undo every update aimed at this process; count the words that are then
+ * wrong, apart (in *raced) those that more than one process updated. */
+static long long verify(u64 *table, bool sum, long long *raced)
 {
+    enum { NOBODY = -1, SEVERAL = -2 };
+    int *writer = malloc(sizeof(int) * local_size);
+    for (u64 i = 0; i < local_size; i++)
+        writer[i] = NOBODY;
     for (int r = 0; r < nprocs; r++) {
         u64 ran = hpcc_starts((int64_t)(4 * local_size * (u64)r));
         for (u64 i = 0; i < nupdates; i++) {
@@ -231,17 +241,21 @@ static long long verify(u64 *table, bool sum)
             int o;
             u64 off;
             locate(ran, &o, &off);
-            if (o == rank)
-                table[off] = sum ? table[off] - ran : table[off] ^ ran;
+            if (o != rank)
+                continue;
+            table[off] = sum ? table[off] - ran : table[off] ^ ran;
+            writer[off] = writer[off] == NOBODY || writer[off] == r ? r : SEVERAL;
         }
     }
-    long long bad = 0, total = 0;
+    long long bad[2] = { 0, 0 }, total[2];
     for (u64 i = 0; i < local_size; i++)
-        bad += table[i] != local_size * (u64)rank + i;
-    MPI_Allreduce(&bad, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    return total;
+        if (table[i] != local_size * (u64)rank + i)
+            bad[writer[i] == SEVERAL]++;
+    free(writer);
+    MPI_Allreduce(bad, total, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    *raced = total[1];
+    return total[0];
 }
-
 
 int main(int argc, char **argv)
 {
@@ -315,7 +329,9 @@ int main(int argc, char **argv)
             MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
             if (win != MPI_WIN_NULL)
                 m->lock(MPI_LOCK_EXCLUSIVE, rank, 0, win);
-            long long errors = verify(table, v == V_DIRECT_ACC);
+            long long raced = 0, exact_errors = verify(table, v == V_DIRECT_ACC, &raced);
+            /* only GMP is allowed to lose updates, and only to races */
+            long long errors = exact_errors + raced, forbidden = v == V_GMP ? exact_errors : errors;
             if (win != MPI_WIN_NULL)
                 m->unlock(rank, win);
             double gups = (double)(nupdates * (u64)nprocs) / tmax * 1e-9;
@@ -329,10 +345,13 @@ int main(int argc, char **argv)
                             errors);
                 fflush(stdout);
             }
-            long long allowed = v == V_GMP ? (long long)(table_size / 100) : 0;
-            if (errors > allowed && rank == 0)
-                BENCH_FAIL("randomaccess", "%s (%s): %lld wrong words, at most %lld allowed",
-                           vname[v], impl, errors, allowed);
+            if (v == V_GMP && rank == 0 && raced)
+                printf("  %s (%s): %lld words lost an update to a race (words several "
+                       "processes updated; %.3f%% of the table, HPCC tolerates 1%%)\n", vname[v], impl, raced,
+                       100.0 * (double)raced / (double)table_size);
+            if (forbidden && rank == 0)
+                BENCH_FAIL("randomaccess", "%s (%s): %lld wrong words%s", vname[v], impl, forbidden,
+                           v == V_GMP ? " that only one process updated" : "");
             if (win != MPI_WIN_NULL)
                 m->win_free(&win);
             if (v == V_TWO_SIDED || create)
