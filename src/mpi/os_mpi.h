@@ -63,4 +63,9 @@ int os_mpi_raise_comm(MPI_Comm comm, const char *call, os_status_t st);
 void os_mpi_stats_collect(os_win_t *w, MPI_Win handle);
 void os_mpi_stats_report(void);
 
+/* host_finalize.c: MPI_Finalize has begun (the host MPI's endpoint closes
+ * that follow are left to its ucp_worker_destroy); how many were. */
+void os_mpi_host_finalize_begin(void);
+unsigned long os_mpi_host_closes_skipped(void);
+
 #endif

@@ -32,6 +32,7 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
     (void)keyval;
     (void)val;
     (void)extra;
+    os_mpi_host_finalize_begin();
     os_mpi_stats_report();
     os_shell_finalize();
     if (os_ucx_active()) {

@@ -114,6 +114,10 @@ void os_log_set_rank(int rank);
     X(alloc_mem_max_regions, int, "ONESIDED_ALLOC_MEM_MAX_REGIONS", NULL, "256",              \
       "Most MPI_Alloc_mem blocks served from shareable memory at once (each holds a file "    \
       "descriptor); beyond it the host MPI's MPI_Alloc_mem serves.")                          \
+    X(host_finalize_flush, int, "ONESIDED_HOST_FINALIZE_FLUSH", NULL, "0",                    \
+      "1 = let the host MPI close its own UCX endpoints in flush mode inside MPI_Finalize, "   \
+      "as it would without onesided; over TCP that can hang the job forever (a close that "    \
+      "waits for a peer that has already left). 0 = its ucp_worker_destroy releases them.")   \
     X(node_size, int, "ONESIDED_NODE_SIZE", NULL, "0",                                         \
       "Split each host into virtual nodes of this many consecutive MPI_COMM_WORLD ranks; "    \
       "processes of different virtual nodes then use only the inter-node path (UCX), never "  \
