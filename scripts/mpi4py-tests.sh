@@ -26,9 +26,10 @@ where="onesided preloaded"
 [ -n "${ONESIDED_LOCK_POLICY:-}" ] && where="$where, lock policy $ONESIDED_LOCK_POLICY"
 [ -n "${ONESIDED_UCX_TLS:-}" ] && where="$where, UCX over $ONESIDED_UCX_TLS"
 [ -n "${ONESIDED_ROUTE:-}" ] && where="$where, route $ONESIDED_ROUTE${ONESIDED_GROUP_SIZE:+ in groups of $ONESIDED_GROUP_SIZE}"
+[ -n "${ONESIDED_MPIEXEC:-}" ] && where="$where, launched by $(basename "$ONESIDED_MPIEXEC")"
 tag="${ONESIDED_NODE_SIZE:+-vnode$ONESIDED_NODE_SIZE}${ONESIDED_LOCK:+-$ONESIDED_LOCK}"
 tag="$tag${ONESIDED_LOCK_POLICY:+-$ONESIDED_LOCK_POLICY}${ONESIDED_UCX_TLS:+-${ONESIDED_UCX_TLS%%,*}}"
-tag="$tag${ONESIDED_ROUTE:+-$ONESIDED_ROUTE}"
+tag="$tag${ONESIDED_ROUTE:+-$ONESIDED_ROUTE}${ONESIDED_MPIEXEC:+-$(basename "$ONESIDED_MPIEXEC")}"
 status=0
 for np in $nps; do
     log="$build/mpi4py-np$np$tag.log"

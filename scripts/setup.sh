@@ -4,6 +4,9 @@ set -euo pipefail
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 PKGS="mpich libmpich-dev libucx-dev cmake ninja-build gcc make python3 python3-dev python3-venv"
+# The namespace test cluster (scripts/cluster.sh): namespaces, veth and a
+# bridge, an sshd per host, and what its test script uses.
+PKGS="$PKGS iproute2 util-linux procps openssh-server openssh-client bc"
 # hpcc: the reference HPCC RandomAccess the main job compares with (it runs on Open MPI).
 PKGS="$PKGS hpcc libopenblas0-pthread"
 # ScaLAPACK (MPICH build) and OpenBLAS: the references of the linalg benchmark (paper 002).

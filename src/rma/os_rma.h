@@ -194,9 +194,10 @@ typedef struct {
 /* What a window needs besides its memory, kept for the next window created
  * over the same communicator (shell.c). */
 typedef struct os_shell {
-    MPI_Comm comm;        /* private duplicate of the program's communicator */
+    MPI_Comm comm;        /* private duplicate of the program's communicator ... */
+    bool own_comm;        /* ... this shell's own (threads), or its cache's (shell.c) */
     MPI_Group group;
-    MPI_Comm node;        /* this process's (real or virtual) node within comm */
+    MPI_Comm node;        /* this process's (real or virtual) node within comm (the cache's) */
     int rank, nranks, node_rank, node_size;
     int node_first;       /* MPI_COMM_WORLD rank of the node's first process: its name */
     bool multinode;       /* some process of comm is on another node */

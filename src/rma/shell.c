@@ -18,6 +18,20 @@
  * collectives a shell's handle and communicators take part in stay matched.
  * The caches are emptied when the program frees the communicator, and all
  * of them at MPI_Finalize.
+ *
+ * Host resources: a window costs the host MPI one communicator context, as
+ * its own windows do (MPICH has 2048; Global Arrays keeps a window per
+ * array): the handle, which the host makes by duplicating the
+ * communicator. The private duplicate and the node communicators are made
+ * once per communicator and shared by all its windows, live or idle. That
+ * is safe because the node communicators serve only window creation, and
+ * the duplicate creation, free and the fences of windows spanning nodes:
+ * creation and free are collective over the program's communicator, so MPI
+ * orders them alike in every process. Fences of different windows are not
+ * ordered against each other when threads make them at once (legal under
+ * MPI_THREAD_MULTIPLE), so there each window keeps a duplicate of its own
+ * (two contexts a window). At most IDLE_MAX freed shells per communicator
+ * wait for the next window; the others give their handle back at once.
  */
 #include "os_rma.h"
 
@@ -28,8 +42,13 @@
 /* A freed window's data segment is kept for the next window up to this size. */
 #define KEEP_DATA_MAX ((size_t)64 << 20)
 
+#define IDLE_MAX 4
+
 typedef struct os_comm_cache {
     os_shell_t *idle[2];        /* [real_nodes]: shells ready for the next window */
+    int nidle[2];
+    MPI_Comm comm;              /* the windows' shared private duplicate, or NULL */
+    MPI_Comm node[2];           /* [real_nodes]: the node communicators, or NULL */
     bool comm_gone;             /* the program freed the communicator */
     int live;                   /* shells in use by windows */
     struct os_comm_cache *next; /* every cache, in creation order */
@@ -66,29 +85,38 @@ static void shell_destroy(os_shell_t *s)
     data_release(s);
     if (s->handle != MPI_WIN_NULL)
         PMPI_Win_free(&s->handle);
-    if (s->node != MPI_COMM_NULL)
-        PMPI_Comm_free(&s->node);
     if (s->group != MPI_GROUP_NULL)
         PMPI_Group_free(&s->group);
-    if (s->comm != MPI_COMM_NULL)
+    if (s->own_comm && s->comm != MPI_COMM_NULL)
         PMPI_Comm_free(&s->comm);
     free(s);
 }
 
 /* Collective over the communicator: the shells of every cache go in the
- * same order everywhere. */
+ * same order everywhere; the shared communicators too once no window
+ * uses them. */
 static void cache_empty(os_comm_cache_t *c)
 {
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
         while (c->idle[k]) {
             os_shell_t *s = c->idle[k];
             c->idle[k] = s->next;
             shell_destroy(s);
         }
+        c->nidle[k] = 0;
+    }
+    if (c->live)
+        return;
+    for (int k = 0; k < 2; k++)
+        if (c->node[k] != MPI_COMM_NULL)
+            PMPI_Comm_free(&c->node[k]);
+    if (c->comm != MPI_COMM_NULL)
+        PMPI_Comm_free(&c->comm);
 }
 
 static void cache_unlink(os_comm_cache_t *c)
 {
+    cache_empty(c);
     pthread_mutex_lock(&caches_lock);
     for (os_comm_cache_t **p = &caches; *p; p = &(*p)->next)
         if (*p == c) {
@@ -140,6 +168,7 @@ static os_comm_cache_t *cache_of(MPI_Comm comm)
         return c;
     if (!(c = calloc(1, sizeof *c)))
         return NULL;
+    c->comm = c->node[0] = c->node[1] = MPI_COMM_NULL;
     PMPI_Comm_set_attr(comm, cache_keyval, c);
     pthread_mutex_lock(&caches_lock);
     os_comm_cache_t **p = &caches;
@@ -166,21 +195,40 @@ static void layout(os_shell_t *s)
     s->ctl_bytes = OS_ALIGN_UP(off, PAGE);
 }
 
-static os_status_t shell_build(MPI_Comm comm, bool real_nodes, os_shell_t **out)
+static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, bool real_nodes,
+                               os_shell_t **out)
 {
     os_status_t st = OS_OK;
     os_shell_t *s = calloc(1, sizeof *s);
     if (!s)
         return OS_ERR(OS_ERR_NOMEM, "window shell");
-    s->comm = s->node = MPI_COMM_NULL;
+    s->comm = MPI_COMM_NULL;
     s->group = MPI_GROUP_NULL;
     s->handle = MPI_WIN_NULL;
     s->real_nodes = real_nodes;
-    PMPI_Comm_dup(comm, &s->comm);
+    /* Every process decides alike: os_threaded is the same everywhere
+     * (MPI_Init_thread's answer), and the cache's state follows the
+     * communicator's collective history. */
+    s->own_comm = os_threaded;
+    MPI_Comm *dup = s->own_comm ? &s->comm : &c->comm;
+    if (*dup == MPI_COMM_NULL && PMPI_Comm_dup(comm, dup) != MPI_SUCCESS) {
+        *dup = MPI_COMM_NULL;
+        st = OS_ERR(OS_ERR_OTHER, "the host MPI cannot duplicate the communicator "
+                                  "(out of communicator contexts?)");
+        goto fail;
+    }
+    s->comm = *dup;
     PMPI_Comm_rank(s->comm, &s->rank);
     PMPI_Comm_size(s->comm, &s->nranks);
     PMPI_Comm_group(s->comm, &s->group);
-    s->node = os_node_comm(s->comm, real_nodes ? 0 : os_config.node_size);
+    if (c->node[real_nodes] == MPI_COMM_NULL &&
+        (c->node[real_nodes] = os_node_comm(s->comm, real_nodes ? 0 : os_config.node_size)) ==
+            MPI_COMM_NULL) {
+        st = OS_ERR(OS_ERR_OTHER, "the host MPI cannot make the node communicator "
+                                  "(out of communicator contexts?)");
+        goto fail;
+    }
+    s->node = c->node[real_nodes];
     PMPI_Comm_rank(s->node, &s->node_rank);
     PMPI_Comm_size(s->node, &s->node_size);
     /* What every process must agree on, in one reduction: whether some
@@ -221,6 +269,7 @@ os_status_t os_shell_get(MPI_Comm comm, bool real_nodes, os_shell_t **out)
     os_shell_t *s = c->idle[real_nodes];
     if (s) {
         c->idle[real_nodes] = s->next;
+        c->nidle[real_nodes]--;
         /* Reused: the previous window's counters and lock words go back to
          * zero. Every process of the node has passed that window's final
          * barrier, and none touches this area before the next collective
@@ -228,7 +277,7 @@ os_status_t os_shell_get(MPI_Comm comm, bool real_nodes, os_shell_t **out)
         if (s->node_rank == 0)
             memset(s->ctl.addr, 0, s->ctl_bytes);
     } else {
-        os_status_t st = shell_build(comm, real_nodes, &s);
+        os_status_t st = shell_build(comm, c, real_nodes, &s);
         if (st)
             return st;
     }
@@ -360,6 +409,11 @@ void os_shell_put(os_shell_t *s)
             cache_unlink(c);
         return;
     }
+    if (c->nidle[s->real_nodes] >= IDLE_MAX) {
+        shell_destroy(s); /* its handle's context goes back to the host MPI */
+        return;
+    }
     s->next = c->idle[s->real_nodes];
     c->idle[s->real_nodes] = s;
+    c->nidle[s->real_nodes]++;
 }

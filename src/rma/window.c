@@ -27,15 +27,20 @@ typedef struct {
 
 MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size)
 {
-    MPI_Comm phys, node;
+    MPI_Comm phys = MPI_COMM_NULL, node = MPI_COMM_NULL;
     int wrank;
-    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &phys);
+    /* MPI_COMM_NULL when the host refuses (out of communicator contexts):
+     * every process of comm gets the same answer, the host agreeing on
+     * contexts collectively. */
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &phys) != MPI_SUCCESS)
+        return MPI_COMM_NULL;
     if (virtual_size <= 0)
         return phys;
     /* Virtual nodes of K consecutive world ranks: processes of different
      * virtual nodes then use only the inter-node path. */
     PMPI_Comm_rank(MPI_COMM_WORLD, &wrank);
-    PMPI_Comm_split(phys, wrank / virtual_size, wrank, &node);
+    if (PMPI_Comm_split(phys, wrank / virtual_size, wrank, &node) != MPI_SUCCESS)
+        node = MPI_COMM_NULL;
     PMPI_Comm_free(&phys);
     return node;
 }

@@ -48,7 +48,7 @@ static void run(int flavor)
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
-    for (int f = 0; f < F_COUNT; f++)
+    T_FOR_EACH_FLAVOR(f)
         run(f);
     return t_finish("test_busy_target");
 }

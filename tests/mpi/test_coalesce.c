@@ -151,7 +151,7 @@ int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     static const int settings[] = { -1, 1, 0 };
-    for (int f = 0; f < F_COUNT; f++) {
+    T_FOR_EACH_FLAVOR(f) {
         for (int s = 0; s < 3; s++) {
             MPI_Info info;
             char v[8];

@@ -159,7 +159,7 @@ static void bulk_mixed(int flavor)
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
-    for (int f = 0; f < F_COUNT; f++) {
+    T_FOR_EACH_FLAVOR(f) {
         totals(f);
         exclusion(f);
         bulk_mixed(f);

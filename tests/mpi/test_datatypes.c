@@ -273,7 +273,7 @@ int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     make_types();
-    for (int f = 0; f < F_COUNT; f++)
+    T_FOR_EACH_FLAVOR(f)
         run(f);
     freed_before_fence();
     layout_cache();

@@ -358,13 +358,13 @@ int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     MPI_Comm_group(MPI_COMM_WORLD, &world_group);
-    for (int f = 0; f < F_COUNT; f++) {
+    T_FOR_EACH_FLAVOR(f) {
         for (int s = 0; s < S_COUNT; s++)
             run(f, s);
         large(f);
     }
     proc_null();
-    for (int f = 0; f < F_COUNT; f++)
+    T_FOR_EACH_FLAVOR(f)
         single_elements(f);
     outstanding_requests(F_ALLOCATE);
     outstanding_requests(F_CREATE);

@@ -224,7 +224,7 @@ int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* for the oracle */
-    for (int f = 0; f < F_COUNT; f++)
+    T_FOR_EACH_FLAVOR(f)
         run(f);
     return t_finish("test_reduce_ops");
 }

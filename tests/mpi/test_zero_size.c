@@ -152,7 +152,7 @@ int main(int argc, char **argv)
     MPI_Type_commit(&empty_type);
     MPI_Type_contiguous(2, MPI_INT, &pair_type);
     MPI_Type_commit(&pair_type);
-    for (int f = 0; f < F_COUNT; f++)
+    T_FOR_EACH_FLAVOR(f)
         run(f);
     /* Empty operations still obey the epoch rules: outside any epoch the
      * call is erroneous (MPICH checks synchronization first). */

@@ -128,6 +128,7 @@ static void test_threads(void)
 int main(void)
 {
     os_spin_limit = 64;
+    os_backoff_hook = unit_wait_step; /* the library's waits step like the tests' own */
     test_transitions();
     test_downgrade_upgrade();
     test_wraparound();

@@ -38,7 +38,7 @@ static os_nl_action_t nl_acquire(_Atomic uint64_t *word, bool excl, int max_roun
         if (act == OS_NL_DO_AMO)
             os_nl_feed(&f, amo(word, &a));
         else if (act == OS_NL_DO_BACKOFF)
-            sched_yield();
+            unit_wait_step();
         else
             return act;
     }
@@ -279,7 +279,7 @@ static hold_t remote_lock(bool excl)
         pthread_mutex_unlock(&mgr_mutex);
         if (r == OS_HYB_R_MANAGER) {
             while (!(excl ? os_lock_excl_ready(&cpu_lock, t) : os_lock_shared_enter(&cpu_lock, t)))
-                sched_yield();
+                unit_wait_step();
             return HOLD_MGR;
         }
         if (r == OS_HYB_R_MIGRATING) {
@@ -289,10 +289,10 @@ static hold_t remote_lock(bool excl)
                 pthread_mutex_unlock(&mgr_mutex);
                 if (done)
                     return HOLD_NET;
-                sched_yield();
+                unit_wait_step();
             }
         }
-        sched_yield(); /* WAIT or RETRY: try the network word again */
+        unit_wait_step(); /* WAIT or RETRY: try the network word again */
     }
 }
 
@@ -305,7 +305,7 @@ static hold_t local_lock(bool excl, uint64_t *rng)
                 atomic_fetch_add(&local_count, 1);
                 return HOLD_NET;
             }
-            sched_yield();
+            unit_wait_step();
             continue;
         }
         if (excl)
@@ -338,7 +338,7 @@ static void *locker(void *arg)
             if (atomic_fetch_add(&writers_in, 1) || atomic_load(&readers_in))
                 atomic_fetch_add(&overlap, 1);
             long v = counter;
-            sched_yield();
+            unit_wait_step(); /* widen the window a second writer would need */
             counter = v + 1;
             atomic_fetch_add(&exclusive_done, 1);
             atomic_fetch_sub(&writers_in, 1);
@@ -360,7 +360,7 @@ static void *manager(void *arg)
         pthread_mutex_lock(&mgr_mutex);
         os_hyb_poll(&mgr);
         pthread_mutex_unlock(&mgr_mutex);
-        sched_yield();
+        unit_wait_step();
     }
     return NULL;
 }
@@ -402,7 +402,7 @@ static void gate(int which, int round)
 {
     atomic_fetch_add(&round_gate[which], 1);
     while (atomic_load(&round_gate[which]) < (round + 1) * (LOCALS + REMOTES))
-        sched_yield();
+        unit_wait_step();
 }
 
 static void *reader(void *arg)
@@ -463,6 +463,7 @@ static void readers_race(os_lock_policy_t p)
 
 int main(void)
 {
+    os_backoff_hook = unit_wait_step; /* the library's waits step like the tests' own */
     test_nl_transitions();
     test_policies();
     test_hybrid_transitions();

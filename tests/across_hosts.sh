@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The multi-process suite across real hosts: the namespace cluster
+# (scripts/cluster.sh), UCX over TCP between hosts as between machines.
+#   tests/across_hosts.sh BUILD_DIR
+# 1. No hang at exit: 50 consecutive 4-process jobs across 2 hosts (ranks
+#    round robin, as mpiexec places them by default); each must end within
+#    a few seconds of the slowest job's typical time, none may hang.
+# 2. The programs that exercise the inter-node path (every lock design,
+#    fence, PSCW, accumulates, dynamic windows, threads, R* requests, the
+#    request routes) across 2 hosts (4 processes, 2 per host) and 3 hosts
+#    (3 processes): placed in blocks, hosts make the layout the tests know
+#    from virtual nodes.
+# 3. Fatal errors (MPI_Abort from the fatal error handler) end the whole
+#    job across hosts.
+# 4. mpi4py's RMA test modules across 2 and 3 hosts (scripts/mpi4py-tests.sh).
+# Needs root (namespaces); the cluster is taken down at exit.
+set -uo pipefail
+build=$(cd "${1:-build}" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+cluster="$root/scripts/cluster.sh"
+tests="$build/tests"
+logs="$build/across_hosts"
+mkdir -p "$logs"
+bash "$cluster" down >/dev/null 2>&1 || true
+bash "$cluster" up 3 || { echo "across hosts: FAILED: the namespace cluster could not be made"; exit 1; }
+trap 'bash "$cluster" down' EXIT
+passed=0 failed=0
+
+# job NAME LIMIT_S ENV-ASSIGNMENTS... -- MPIEXEC-ARGS...: one job, judged by
+# its exit status, with its time in $took.
+job() {
+    local name=$1 limit=$2
+    shift 2
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    local t0
+    t0=$(date +%s.%N)
+    env "${envs[@]}" timeout -s KILL "$limit" bash "$cluster" mpiexec "$@" >"$logs/$name.log" 2>&1
+    local rc=$?
+    took=$(echo "$(date +%s.%N) - $t0" | bc)
+    return $rc
+}
+judge() { # NAME STATUS
+    if [ "$2" = 0 ]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "across hosts: FAILED: $1 (status $2), log $logs/$1.log"
+        tail -20 "$logs/$1.log"
+    fi
+}
+
+# 1. Fifty jobs in a row. Each does real work (locks and puts from three
+# ranks on a busy rank 0, every design) and MPI_Finalize across hosts.
+times=()
+hung=0
+for i in $(seq 1 50); do
+    job "exit_$i" 60 -- -hosts os-h1,os-h2 -n 4 "$tests/test_busy_lock"
+    rc=$?
+    times+=("$took")
+    [ $rc = 137 ] && hung=$((hung + 1))
+    judge "exit_$i" $rc
+done
+median=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 25p)
+slowest=$(printf '%s\n' "${times[@]}" | sort -n | tail -1)
+echo "across hosts: 50 jobs of 4 processes on 2 hosts: $hung hung, median $median s, slowest $slowest s"
+# A job that ends long after the others did its work and then waited.
+if [ "$(echo "$slowest > $median + 10" | bc)" = 1 ]; then
+    echo "across hosts: FAILED: the slowest job took $slowest s, the median $median s"
+    failed=$((failed + 1))
+fi
+
+# 2. The inter-node programs, on 2 hosts (2 ranks each) and 3 hosts (1 each).
+two=(-hosts os-h1,os-h2 -n 4 -ppn 2)
+three=(-hosts os-h1,os-h2,os-h3 -n 3 -ppn 1)
+for p in test_ops test_sync test_concurrency test_threads test_dynamic test_direct_acc \
+         test_coalesce test_errors test_windows test_release_order test_ucx_atomics \
+         test_busy_lock test_lock_piggyback; do
+    job "h2_$p" 300 -- "${two[@]}" "$tests/$p"; judge "h2_$p" $?
+done
+job h2_test_lock_piggyback_manager 300 ONESIDED_LOCK=manager -- "${two[@]}" "$tests/test_lock_piggyback"
+judge h2_test_lock_piggyback_manager $?
+for cfg in "hybrid ONESIDED_LOCK_POLICY=random" "network" "manager"; do
+    set -- $cfg
+    job "h2_torture_$1" 300 ONESIDED_LOCK=$1 ${2:-} -- "${two[@]}" "$tests/test_lock_torture"
+    judge "h2_torture_$1" $?
+done
+job h2_routes_server 300 ONESIDED_ROUTE=server ONESIDED_ACC_DIRECT=0 -- "${two[@]}" "$tests/test_routes"
+judge h2_routes_server $?
+for p in test_ops test_sync test_concurrency test_threads test_dynamic test_lock_piggyback; do
+    job "h3_$p" 300 -- "${three[@]}" "$tests/$p"; judge "h3_$p" $?
+done
+job h3_torture_paper 300 ONESIDED_LOCK_POLICY=paper -- "${three[@]}" "$tests/test_lock_torture"
+judge h3_torture_paper $?
+job h3_routes_cooperative 300 ONESIDED_ROUTE=cooperative ONESIDED_GROUP_SIZE=2 ONESIDED_ACC_DIRECT=0 \
+    -- "${three[@]}" "$tests/test_routes"
+judge h3_routes_cooperative $?
+
+# 3. Fatal errors end the job on every host.
+for mode in sync range fence lock; do
+    bash "$root/tests/fatal_ends_job.sh" "$root/scripts/cluster-mpiexec" 4 "$tests/test_fatal" "$mode" \
+        >"$logs/fatal_$mode.log" 2>&1
+    judge "fatal_$mode" $?
+    tail -1 "$logs/fatal_$mode.log"
+done
+
+# 4. mpi4py's RMA tests, 2 and 3 processes on as many hosts.
+ONESIDED_MPIEXEC="$root/scripts/cluster-mpiexec" bash "$root/scripts/mpi4py-tests.sh" "$build" 2 3
+judge mpi4py $?
+
+echo "across hosts: $passed passed, $failed failed"
+[ "$failed" = 0 ]

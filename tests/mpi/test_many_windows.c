@@ -1,0 +1,149 @@
+/* Host resources per window. MPICH has 2048 communicator contexts, and a
+ * native window costs one; a program keeping a window per object (Global
+ * Arrays) must be able to hold as many with onesided.
+ *   - 1000 windows of each flavor alive at once on one communicator, every
+ *     one of them working (a put to the right neighbour, read back);
+ *   - freeing them, and then the communicator, gives back every context:
+ *     the count of free contexts (probed by duplicating MPI_COMM_WORLD until
+ *     the host refuses) is where it was;
+ *   - 1000 create/free cycles leave the count where it was.
+ * argv[1]: windows per flavor (default 1000). */
+#include "common.h"
+
+/* Free communicator contexts of the host MPI, as duplicates it still makes. */
+static int free_contexts(void)
+{
+    enum { MAX = 4096 };
+    static MPI_Comm dups[MAX];
+    int n = 0;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    while (n < MAX && MPI_Comm_dup(MPI_COMM_WORLD, &dups[n]) == MPI_SUCCESS)
+        n++;
+    for (int i = 0; i < n; i++)
+        MPI_Comm_free(&dups[i]);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    return n;
+}
+
+typedef struct {
+    MPI_Win win;
+    int64_t *mem; /* this process's 2 words */
+    void *own;
+    MPI_Aint disp0; /* displacement of word 0 at the right neighbour */
+} many_t;
+
+static int make(int flavor, MPI_Comm comm, many_t *m)
+{
+    const MPI_Aint bytes = 2 * sizeof(int64_t);
+    int rc = MPI_SUCCESS;
+    m->own = NULL;
+    m->disp0 = 0;
+    switch (flavor) {
+    case F_ALLOCATE:
+        rc = MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, comm, &m->mem, &m->win);
+        break;
+    case F_SHARED:
+        rc = MPI_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, comm, &m->mem, &m->win);
+        break;
+    case F_CREATE:
+        m->own = m->mem = calloc(1, (size_t)bytes);
+        rc = MPI_Win_create(m->mem, bytes, 1, MPI_INFO_NULL, comm, &m->win);
+        break;
+    case F_ALLOCMEM:
+        MPI_Alloc_mem(bytes, MPI_INFO_NULL, &m->mem);
+        rc = MPI_Win_create(m->mem, bytes, 1, MPI_INFO_NULL, comm, &m->win);
+        break;
+    case F_DYNAMIC: {
+        m->own = m->mem = calloc(1, (size_t)bytes);
+        rc = MPI_Win_create_dynamic(MPI_INFO_NULL, comm, &m->win);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Win_attach(m->win, m->mem, bytes);
+        MPI_Aint mine, *all = malloc(sizeof(MPI_Aint) * (size_t)t_size);
+        MPI_Get_address(m->mem, &mine);
+        MPI_Allgather(&mine, 1, MPI_AINT, all, 1, MPI_AINT, comm);
+        m->disp0 = all[(t_rank + 1) % t_size];
+        free(all);
+        break;
+    }
+    }
+    if (rc == MPI_SUCCESS)
+        m->mem[0] = m->mem[1] = -1;
+    return rc;
+}
+
+static void unmake(int flavor, many_t *m)
+{
+    if (flavor == F_DYNAMIC)
+        MPI_Win_detach(m->win, m->mem);
+    MPI_Win_free(&m->win);
+    if (flavor == F_ALLOCMEM)
+        MPI_Free_mem(m->mem);
+    free(m->own);
+}
+
+/* n windows of one flavor alive at once; each carries its own value. */
+static void live_windows(int flavor, int n)
+{
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    many_t *w = calloc((size_t)n, sizeof *w);
+    int made = 0, right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    while (made < n && make(flavor, comm, &w[made]) == MPI_SUCCESS)
+        made++;
+    CHECK(made == n, "%s: %d of %d windows alive at once on one communicator",
+          flavor_name[flavor], made, n);
+    MPI_Barrier(comm);
+    for (int i = 0; i < made; i++) {
+        int64_t v = (int64_t)i * 1000 + t_rank;
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, w[i].win);
+        MPI_Put(&v, 1, MPI_INT64_T, right, w[i].disp0, 1, MPI_INT64_T, w[i].win);
+        MPI_Win_unlock(right, w[i].win);
+    }
+    MPI_Barrier(comm);
+    int wrong = 0;
+    for (int i = 0; i < made; i++) {
+        MPI_Win_lock(MPI_LOCK_SHARED, t_rank, 0, w[i].win);
+        wrong += w[i].mem[0] != (int64_t)i * 1000 + left || w[i].mem[1] != -1;
+        MPI_Win_unlock(t_rank, w[i].win);
+    }
+    CHECK(wrong == 0, "%s: %d of %d windows hold the wrong value", flavor_name[flavor], wrong,
+          made);
+    for (int i = made - 1; i >= 0; i--)
+        unmake(flavor, &w[i]);
+    free(w);
+    MPI_Comm_free(&comm);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(&argc, &argv);
+    const int n = argc > 1 ? atoi(argv[1]) : 1000;
+    const int before = free_contexts();
+    T_FOR_EACH_FLAVOR(f) {
+        live_windows(f, n);
+        int now = free_contexts();
+        CHECK(now == before, "%s: %d free communicator contexts after the windows and their "
+              "communicator were freed, %d before", flavor_name[f], now, before);
+    }
+    /* Create/free cycles on one communicator: the first window builds what
+     * the communicator's windows share, then nothing more may be taken. */
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    many_t m;
+    make(F_ALLOCATE, comm, &m);
+    unmake(F_ALLOCATE, &m);
+    const int warm = free_contexts();
+    for (int i = 0; i < n; i++) {
+        make(i % 2 ? F_CREATE : F_ALLOCATE, comm, &m);
+        unmake(i % 2 ? F_CREATE : F_ALLOCATE, &m);
+    }
+    const int after = free_contexts();
+    CHECK(after == warm, "%d create/free cycles: %d free contexts after, %d before", n, after,
+          warm);
+    MPI_Comm_free(&comm);
+    if (t_rank == 0)
+        printf("free communicator contexts: %d at start, %d beside a communicator's cached "
+               "windows\n", before, warm);
+    return t_finish("test_many_windows");
+}
