@@ -36,7 +36,9 @@ job() {
     shift
     local t0
     t0=$(date +%s.%N)
-    env "${envs[@]}" timeout -s KILL "$limit" bash "$cluster" mpiexec "$@" >"$logs/$name.log" 2>&1
+    # TERM reaches mpiexec inside the host (cluster.sh passes it on), which
+    # ends the job; KILL only if that did not end it.
+    env "${envs[@]}" timeout -k 10 "$limit" bash "$cluster" mpiexec "$@" >"$logs/$name.log" 2>&1
     local rc=$?
     took=$(echo "$(date +%s.%N) - $t0" | bc)
     return $rc
@@ -59,7 +61,7 @@ for i in $(seq 1 50); do
     job "exit_$i" 60 -- -hosts os-h1,os-h2 -n 4 "$tests/test_busy_lock"
     rc=$?
     times+=("$took")
-    [ $rc = 137 ] && hung=$((hung + 1))
+    [ $rc = 124 ] || [ $rc = 137 ] && hung=$((hung + 1))
     judge "exit_$i" $rc
 done
 median=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 25p)

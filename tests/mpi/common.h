@@ -54,7 +54,6 @@ static void t_init(int *argc, char ***argv)
     MPI_Comm_free(&node);
 }
 
-
 static int t_finish(const char *name)
 {
     int fails = 0, passes = 0;
