@@ -31,7 +31,9 @@
  * ordered against each other when threads make them at once (legal under
  * MPI_THREAD_MULTIPLE), so there each window keeps a duplicate of its own
  * (two contexts a window). At most IDLE_MAX freed shells per communicator
- * wait for the next window; the others give their handle back at once.
+ * wait for the next window (a program that makes and frees a hundred
+ * windows per step pays creation once, as the main job's window lifecycle
+ * does); the others give their handle and memory back at once.
  */
 #include "os_rma.h"
 
@@ -42,7 +44,7 @@
 /* A freed window's data segment is kept for the next window up to this size. */
 #define KEEP_DATA_MAX ((size_t)64 << 20)
 
-#define IDLE_MAX 4
+#define IDLE_MAX 128
 
 typedef struct os_comm_cache {
     os_shell_t *idle[2];        /* [real_nodes]: shells ready for the next window */
