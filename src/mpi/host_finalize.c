@@ -35,11 +35,6 @@ void os_mpi_host_finalize_begin(void)
     atomic_store(&host_finalizing, true);
 }
 
-unsigned long os_mpi_host_closes_skipped(void)
-{
-    return atomic_load(&closes_left_to_worker);
-}
-
 ucs_status_ptr_t ucp_disconnect_nb(ucp_ep_h ep)
 {
     static ucs_status_ptr_t (*host_disconnect)(ucp_ep_h);

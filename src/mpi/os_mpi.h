@@ -64,8 +64,7 @@ void os_mpi_stats_collect(os_win_t *w, MPI_Win handle);
 void os_mpi_stats_report(void);
 
 /* host_finalize.c: MPI_Finalize has begun (the host MPI's endpoint closes
- * that follow are left to its ucp_worker_destroy); how many were. */
+ * that follow are left to its ucp_worker_destroy). */
 void os_mpi_host_finalize_begin(void);
-unsigned long os_mpi_host_closes_skipped(void);
 
 #endif
