@@ -178,6 +178,9 @@ typedef enum {
                                        its connection state for requests */
     ONESIDED_STAT_ENDPOINTS,        /* UCX endpoints this process opened (RDMA included) */
     ONESIDED_STAT_REQUEST_BUFFER_BYTES, /* bytes of aggregation buffers it holds for next hops */
+    ONESIDED_STAT_FALLBACK_NO_CMA,  /* 1 for a window over private memory whose node-mates this
+                                       process reaches through UCX and their progress threads,
+                                       because the kernel refuses CMA here (ONESIDED_CMA) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

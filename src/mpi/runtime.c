@@ -63,17 +63,50 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
     return MPI_SUCCESS;
 }
 
+/* Whether the real node's processes may reach each other's memory (CMA,
+ * /proc/<pid>/fd), agreed by every process: a window's choice of path must
+ * be the same everywhere, and a window may span nodes. Returns whether the
+ * network must start for windows over private memory: CMA refused where a
+ * node holds several processes. */
+static bool probe_node_access(int rank)
+{
+    MPI_Comm host;
+    int hsize = 1;
+    os_shm_access_t a = { .cma = false, .peer_fd = false };
+    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+    PMPI_Comm_size(host, &hsize);
+    if (os_config.cma)
+        a = os_shm_probe(host);
+    PMPI_Comm_free(&host);
+    int v[3] = { a.cma, a.peer_fd, hsize > 1 }, agreed[3];
+    PMPI_Allreduce(v, agreed, 2, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    PMPI_Allreduce(v + 2, agreed + 2, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+    const int why = !a.cma ? a.cma_errno : a.peer_fd_errno;
+    a.cma = agreed[0];
+    a.peer_fd = agreed[1];
+    os_shm_access_set(a);
+    if (rank == 0 && (!a.cma || !a.peer_fd))
+        OS_WARN("%s%s%s refused (%s): windows over memory the program allocated itself "
+                "reach the node's other processes through UCX and their progress threads "
+                "(stat fallback_no_cma)",
+                !a.cma ? "cross-memory attach" : "", !a.cma && !a.peer_fd ? " and " : "",
+                !a.peer_fd ? "opening another process's /proc/<pid>/fd" : "",
+                !os_config.cma ? "ONESIDED_CMA=0" : why ? strerror(why) : "on another node");
+    return !a.cma && agreed[2];
+}
+
 /* The network transport, when MPI_COMM_WORLD spans several (real or
- * virtual) nodes: one UCX worker per process, addresses exchanged here. A
- * failure is logged; windows spanning nodes then report it when created. */
-static void start_network(void)
+ * virtual) nodes, or windows over private memory need it within a node
+ * (CMA refused): one UCX worker per process, addresses exchanged here. A
+ * failure is logged; windows that need it then report it when created. */
+static void start_network(bool needed)
 {
     int wsize, nsize, spans = 0;
     MPI_Comm node = os_node_comm(MPI_COMM_WORLD, os_config.node_size);
     PMPI_Comm_size(MPI_COMM_WORLD, &wsize);
     PMPI_Comm_size(node, &nsize);
     PMPI_Comm_free(&node);
-    spans = nsize < wsize;
+    spans = nsize < wsize || needed;
     PMPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
     if (!spans)
         return;
@@ -153,7 +186,7 @@ void os_mpi_init(void)
                                               : os_oversubscribed ? 16 : 2000;
     os_cma_enable();
     os_mpi_dtype_init();
-    start_network();
+    start_network(probe_node_access(rank));
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &keyval, NULL);
     PMPI_Comm_set_attr(MPI_COMM_SELF, keyval, NULL);
     if (os_config.help && rank == 0)
@@ -257,7 +290,7 @@ const char *onesided_stat_name(int stat)
         "dtype_reused", "fallback_route_direct", "requests_forwarded", "requests_applied_for_node",
         "requests_aggregated",
         "route_batches", "route_messages", "request_peers", "endpoints",
-        "request_buffer_bytes",
+        "request_buffer_bytes", "fallback_no_cma",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

@@ -191,6 +191,17 @@ typedef struct {
     os_hmap_t slot_of;      /* element address -> slot + 1, long batches only */
 } os_acc_batch_t;
 
+/* Which processes form a window's node: they share its control area (CPU
+ * locks, fence and PSCW counters) and reach each other's memory without the
+ * network. */
+typedef enum {
+    OS_NODES_CONFIGURED, /* real nodes, or virtual ones (ONESIDED_NODE_SIZE) */
+    OS_NODES_REAL,       /* the real host, always (MPI_Win_allocate_shared) */
+    OS_NODES_SELF,       /* each process alone: private memory where the kernel refuses
+                          * CMA, which the node's other processes then reach over UCX */
+    OS_NODES_KINDS
+} os_nodes_t;
+
 /* What a window needs besides its memory, kept for the next window created
  * over the same communicator (shell.c). */
 typedef struct os_shell {
@@ -201,7 +212,7 @@ typedef struct os_shell {
     int rank, nranks, node_rank, node_size;
     int node_first;       /* MPI_COMM_WORLD rank of the node's first process: its name */
     bool multinode;       /* some process of comm is on another node */
-    bool real_nodes;      /* node is a real one (allocate_shared), not virtual */
+    os_nodes_t nodes;     /* what `node` is */
     MPI_Win handle;       /* the host MPI's window handle (a dynamic window) */
     os_shm_seg_t ctl;     /* the node's control area, laid out as below */
     size_t ctl_bytes, post_off, post_stride, regions_off;
@@ -295,10 +306,9 @@ typedef struct os_win {
 #define OS_STAT(w, s, n) ((w)->stats.counter[ONESIDED_STAT_##s] += (n))
 
 /* shell.c */
-/* A shell for a window over comm: one left by a freed window over comm, or a
- * new one (collective over comm). real_nodes: the node is the real host even
- * under virtual nodes (MPI_Win_allocate_shared). */
-os_status_t os_shell_get(MPI_Comm comm, bool real_nodes, os_shell_t **out);
+/* A shell for a window over comm whose nodes are `nodes`: one left by a
+ * freed window over comm, or a new one (collective over comm). */
+os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, os_shell_t **out);
 /* Give the host handle the window's hints (collective); shared: its memory
  * is in shared memory (allocate flavors), which the host would say of its
  * own window of that flavor unless told otherwise. */

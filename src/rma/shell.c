@@ -47,10 +47,10 @@
 #define IDLE_MAX 128
 
 typedef struct os_comm_cache {
-    os_shell_t *idle[2];        /* [real_nodes]: shells ready for the next window */
-    int nidle[2];
+    os_shell_t *idle[OS_NODES_KINDS]; /* [os_nodes_t]: shells ready for the next window */
+    int nidle[OS_NODES_KINDS];
     MPI_Comm comm;              /* the windows' shared private duplicate, or NULL */
-    MPI_Comm node[2];           /* [real_nodes]: the node communicators, or NULL */
+    MPI_Comm node[OS_NODES_KINDS]; /* [os_nodes_t]: the node communicators, or NULL */
     bool comm_gone;             /* the program freed the communicator */
     int live;                   /* shells in use by windows */
     struct os_comm_cache *next; /* every cache, in creation order */
@@ -99,7 +99,7 @@ static void shell_destroy(os_shell_t *s)
  * uses them. */
 static void cache_empty(os_comm_cache_t *c)
 {
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < OS_NODES_KINDS; k++) {
         while (c->idle[k]) {
             os_shell_t *s = c->idle[k];
             c->idle[k] = s->next;
@@ -109,7 +109,7 @@ static void cache_empty(os_comm_cache_t *c)
     }
     if (c->live)
         return;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < OS_NODES_KINDS; k++)
         if (c->node[k] != MPI_COMM_NULL)
             PMPI_Comm_free(&c->node[k]);
     if (c->comm != MPI_COMM_NULL)
@@ -170,7 +170,9 @@ static os_comm_cache_t *cache_of(MPI_Comm comm)
         return c;
     if (!(c = calloc(1, sizeof *c)))
         return NULL;
-    c->comm = c->node[0] = c->node[1] = MPI_COMM_NULL;
+    c->comm = MPI_COMM_NULL;
+    for (int k = 0; k < OS_NODES_KINDS; k++)
+        c->node[k] = MPI_COMM_NULL;
     PMPI_Comm_set_attr(comm, cache_keyval, c);
     pthread_mutex_lock(&caches_lock);
     os_comm_cache_t **p = &caches;
@@ -197,7 +199,7 @@ static void layout(os_shell_t *s)
     s->ctl_bytes = OS_ALIGN_UP(off, PAGE);
 }
 
-static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, bool real_nodes,
+static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nodes,
                                os_shell_t **out)
 {
     os_status_t st = OS_OK;
@@ -207,7 +209,7 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, bool real_node
     s->comm = MPI_COMM_NULL;
     s->group = MPI_GROUP_NULL;
     s->handle = MPI_WIN_NULL;
-    s->real_nodes = real_nodes;
+    s->nodes = nodes;
     /* Every process decides alike: os_threaded is the same everywhere
      * (MPI_Init_thread's answer), and the cache's state follows the
      * communicator's collective history. */
@@ -223,14 +225,16 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, bool real_node
     PMPI_Comm_rank(s->comm, &s->rank);
     PMPI_Comm_size(s->comm, &s->nranks);
     PMPI_Comm_group(s->comm, &s->group);
-    if (c->node[real_nodes] == MPI_COMM_NULL &&
-        (c->node[real_nodes] = os_node_comm(s->comm, real_nodes ? 0 : os_config.node_size)) ==
-            MPI_COMM_NULL) {
+    const int virtual_size = nodes == OS_NODES_REAL ? 0
+                             : nodes == OS_NODES_SELF ? 1
+                                                      : os_config.node_size;
+    if (c->node[nodes] == MPI_COMM_NULL &&
+        (c->node[nodes] = os_node_comm(s->comm, virtual_size)) == MPI_COMM_NULL) {
         st = OS_ERR(OS_ERR_OTHER, "the host MPI cannot make the node communicator "
                                   "(out of communicator contexts?)");
         goto fail;
     }
-    s->node = c->node[real_nodes];
+    s->node = c->node[nodes];
     PMPI_Comm_rank(s->node, &s->node_rank);
     PMPI_Comm_size(s->node, &s->node_size);
     /* What every process must agree on, in one reduction: whether some
@@ -263,15 +267,15 @@ fail:
     return st;
 }
 
-os_status_t os_shell_get(MPI_Comm comm, bool real_nodes, os_shell_t **out)
+os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, os_shell_t **out)
 {
     os_comm_cache_t *c = cache_of(comm);
     if (!c)
         return OS_ERR(OS_ERR_NOMEM, "window shell cache");
-    os_shell_t *s = c->idle[real_nodes];
+    os_shell_t *s = c->idle[nodes];
     if (s) {
-        c->idle[real_nodes] = s->next;
-        c->nidle[real_nodes]--;
+        c->idle[nodes] = s->next;
+        c->nidle[nodes]--;
         /* Reused: the previous window's counters and lock words go back to
          * zero. Every process of the node has passed that window's final
          * barrier, and none touches this area before the next collective
@@ -279,7 +283,7 @@ os_status_t os_shell_get(MPI_Comm comm, bool real_nodes, os_shell_t **out)
         if (s->node_rank == 0)
             memset(s->ctl.addr, 0, s->ctl_bytes);
     } else {
-        os_status_t st = shell_build(comm, c, real_nodes, &s);
+        os_status_t st = shell_build(comm, c, nodes, &s);
         if (st)
             return st;
     }
@@ -411,11 +415,11 @@ void os_shell_put(os_shell_t *s)
             cache_unlink(c);
         return;
     }
-    if (c->nidle[s->real_nodes] >= IDLE_MAX) {
+    if (c->nidle[s->nodes] >= IDLE_MAX) {
         shell_destroy(s); /* its handle's context goes back to the host MPI */
         return;
     }
-    s->next = c->idle[s->real_nodes];
-    c->idle[s->real_nodes] = s;
-    c->nidle[s->real_nodes]++;
+    s->next = c->idle[s->nodes];
+    c->idle[s->nodes] = s;
+    c->nidle[s->nodes]++;
 }

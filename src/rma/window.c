@@ -48,8 +48,9 @@ MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size)
 /* MPI_Win_create over memory from MPI_Alloc_mem: map every peer's region so
  * that it is reached by load/store instead of CMA. Whether accumulates into
  * a target may use CPU atomics must be the same answer in every process, so
- * it is agreed on: only where every process mapped the target. */
-static os_status_t map_alloc_mem_peers(os_win_t *w, const peer_info_t *all)
+ * it is agreed on: only where every process mapped the target. *cma_needed
+ * (agreed) says some process must still reach a node-mate by CMA. */
+static os_status_t map_alloc_mem_peers(os_win_t *w, const peer_info_t *all, bool *cma_needed)
 {
     int *mapped = malloc(sizeof *mapped * (size_t)w->nranks);
     if (!mapped)
@@ -74,8 +75,10 @@ static os_status_t map_alloc_mem_peers(os_win_t *w, const peer_info_t *all)
         mapped[r] = 1;
     }
     PMPI_Allreduce(MPI_IN_PLACE, mapped, w->nranks, MPI_INT, MPI_LAND, w->comm);
-    for (int r = 0; r < w->nranks; r++)
+    for (int r = 0; r < w->nranks; r++) {
         w->peers[r].acc_mutex_always = !mapped[r];
+        *cma_needed |= !mapped[r];
+    }
     free(mapped);
     return OS_OK;
 }
@@ -85,24 +88,49 @@ static os_status_t map_alloc_mem_peers(os_win_t *w, const peer_info_t *all)
  * has no atomics. Without MPI_Alloc_mem memory anywhere this follows from
  * what every process knows (the node of each and the sizes); with some, it
  * takes the mapping and a vote. */
-static os_status_t create_acc_paths(os_win_t *w, const peer_info_t *all)
+static os_status_t create_acc_paths(os_win_t *w, const peer_info_t *all, bool *cma_needed)
 {
     bool shareable = false;
     for (int r = 0; r < w->nranks; r++)
         shareable |= all[r].region_fd >= 0;
     if (shareable)
-        return map_alloc_mem_peers(w, all);
+        return map_alloc_mem_peers(w, all, cma_needed);
     os_hmap_t per_node = { 0 };
     os_status_t st = OS_OK;
     for (int r = 0; r < w->nranks && !st; r++) {
         uintptr_t key = (uintptr_t)all[r].node + 1;
         st = os_hmap_put(&per_node, key, (char *)os_hmap_get(&per_node, key) + 1);
     }
-    for (int r = 0; r < w->nranks && !st; r++)
+    for (int r = 0; r < w->nranks && !st; r++) {
         w->peers[r].acc_mutex_always =
             all[r].size > 0 && (uintptr_t)os_hmap_get(&per_node, (uintptr_t)all[r].node + 1) > 1;
+        *cma_needed |= w->peers[r].acc_mutex_always;
+    }
     os_hmap_destroy(&per_node);
     return st;
+}
+
+/* The nodes of a window. Private memory (MPI_Win_create, dynamic windows)
+ * that the node's other processes would reach by CMA, where the kernel
+ * refuses it, makes each process a node of its own: the others then reach
+ * it as they reach another node's, through UCX and the owner's progress
+ * thread (put, get, accumulates, the lock manager), and nothing needs a
+ * system call on another process. MPI_Alloc_mem memory that every process
+ * can map (/proc/<pid>/fd) keeps the shared node. The choice is agreed: an
+ * allreduce over comm, only where CMA is refused. */
+static os_nodes_t choose_nodes(os_flavor_t flavor, void *base, MPI_Aint size, MPI_Comm comm)
+{
+    const os_shm_access_t a = os_shm_access();
+    if (flavor == OS_FLAVOR_SHARED)
+        return OS_NODES_REAL;
+    if (a.cma || flavor == OS_FLAVOR_ALLOCATE)
+        return OS_NODES_CONFIGURED;
+    if (flavor == OS_FLAVOR_DYNAMIC)
+        return OS_NODES_SELF;
+    os_shm_region_t reg;
+    int mappable = size == 0 || (a.peer_fd && os_shm_region_find(base, (size_t)size, &reg));
+    PMPI_Allreduce(MPI_IN_PLACE, &mappable, 1, MPI_INT, MPI_LAND, comm);
+    return mappable ? OS_NODES_CONFIGURED : OS_NODES_SELF;
 }
 
 static void unmap_peers(os_win_t *w)
@@ -127,11 +155,12 @@ static void free_parts(os_win_t *w)
     free(w);
 }
 
-os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
-                          const os_config_t *cfg, bool noncontig, MPI_Info hints,
-                          MPI_Comm comm, os_win_t **out)
+static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
+                              const os_config_t *cfg, bool noncontig, MPI_Info hints,
+                              MPI_Comm comm, os_nodes_t nodes, os_win_t **out)
 {
     os_status_t st = OS_OK;
+    bool cma_needed = false;
     peer_info_t mine, *all = NULL;
     size_t data_bytes = 0, *data_off = NULL;
     os_shell_t *sh = NULL;
@@ -156,7 +185,7 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
      * for allocated windows, the data; the others are reached over the
      * network. allocate_shared keeps real nodes: MPI requires its memory to
      * be shared. */
-    if ((st = os_shell_get(comm, flavor == OS_FLAVOR_SHARED, &sh)))
+    if ((st = os_shell_get(comm, nodes, &sh)))
         goto fail;
     w->shell = sh;
     w->comm = sh->comm;
@@ -285,8 +314,26 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
      * process's part starts zeroed, as a new segment would. */
     if ((flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED) && size > 0)
         memset(w->peers[w->rank].base, 0, (size_t)size);
-    if (flavor == OS_FLAVOR_CREATE && (st = create_acc_paths(w, all)))
+    if (flavor == OS_FLAVOR_CREATE && (st = create_acc_paths(w, all, &cma_needed)))
         goto fail;
+    if (cma_needed && !os_shm_access().cma) {
+        /* A region the probe said could be mapped could not be (out of
+         * descriptors, say): start again, each process a node of its own.
+         * Every process learned it from the same vote. */
+        os_win_t *retry = NULL;
+        free(all);
+        free(data_off);
+        all = NULL;
+        data_off = NULL;
+        os_shell_put(sh);
+        free_parts(w);
+        st = win_create(flavor, base, size, disp_unit, cfg, noncontig, hints, comm,
+                        OS_NODES_SELF, &retry);
+        *out = retry;
+        return st;
+    }
+    if (nodes == OS_NODES_SELF)
+        OS_STAT(w, FALLBACK_NO_CMA, 1);
     if (w->multinode &&
         (st = os_remote_win_setup(w, w->peers[w->rank].base,
                                   flavor == OS_FLAVOR_DYNAMIC ? 0 : (size_t)w->size)))
@@ -324,6 +371,14 @@ fail:
         os_shell_put(sh);
     free_parts(w);
     return st;
+}
+
+os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
+                          const os_config_t *cfg, bool noncontig, MPI_Info hints,
+                          MPI_Comm comm, os_win_t **out)
+{
+    return win_create(flavor, base, size, disp_unit, cfg, noncontig, hints, comm,
+                      choose_nodes(flavor, base, size, comm), out);
 }
 
 os_status_t os_win_can_free(const os_win_t *w)

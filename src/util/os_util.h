@@ -114,6 +114,14 @@ void os_log_set_rank(int rank);
     X(alloc_mem_max_regions, int, "ONESIDED_ALLOC_MEM_MAX_REGIONS", NULL, "256",              \
       "Most MPI_Alloc_mem blocks served from shareable memory at once (each holds a file "    \
       "descriptor); beyond it the host MPI's MPI_Alloc_mem serves.")                          \
+    X(cma, int, "ONESIDED_CMA", NULL, "1",                                                    \
+      "1 = reach the node's other processes' private memory (MPI_Win_create over memory "    \
+      "not from MPI_Alloc_mem, dynamic windows) by cross-memory attach (process_vm_readv/"   \
+      "writev) and map their MPI_Alloc_mem blocks through /proc/<pid>/fd, where MPI_Init's "  \
+      "probe finds the kernel allows it. Where it refuses (a container's seccomp profile, "   \
+      "Yama ptrace_scope, no CAP_SYS_PTRACE), such windows reach the node's other "           \
+      "processes through UCX and their progress threads (stat fallback_no_cma); "            \
+      "MPI_Win_allocate windows stay in shared memory. 0 = behave as if refused.")           \
     X(host_finalize_flush, int, "ONESIDED_HOST_FINALIZE_FLUSH", NULL, "0",                    \
       "1 = let the host MPI close its own UCX endpoints in flush mode inside MPI_Finalize, "   \
       "as it would without onesided; over TCP that can hang the job forever (a close that "    \

@@ -85,12 +85,37 @@ static inline int t_virtual_node_size(void)
     return k > 0 && k < t_size ? k : 0;
 }
 
+/* The kernel refuses cross-memory attach here: the suite runs under the
+ * no_cma wrapper (tests/inject/no_cma.c, which says so in the environment),
+ * or onesided is told to behave as if (ONESIDED_CMA=0). Windows over
+ * private memory then reach the node's other processes over UCX. */
+static inline bool t_cma_refused(void)
+{
+    const char *v = getenv("ONESIDED_CMA");
+    return getenv("ONESIDED_TEST_NO_CMA") || (v && atoi(v) == 0);
+}
+
 /* The window flavors every test runs over. */
 /* F_CREATE is MPI_Win_create over malloc'd memory (reached by CMA),
  * F_ALLOCMEM over MPI_Alloc_mem memory (mapped by every process). */
 enum { F_ALLOCATE, F_SHARED, F_CREATE, F_ALLOCMEM, F_DYNAMIC, F_COUNT };
 static const char *const flavor_name[F_COUNT] = { "allocate", "allocate_shared", "create",
                                                   "create_allocmem", "dynamic" };
+
+/* The node size windows of this flavor see: t_virtual_node_size(), except
+ * that where CMA is refused, windows over private memory make each process
+ * a node of its own. MPI_Alloc_mem memory stays shared where the node's
+ * processes may open each other's /proc/<pid>/fd (under no_cma; not with
+ * ONESIDED_CMA=0). */
+static inline int t_node_size_of(int flavor)
+{
+    const char *v = getenv("ONESIDED_CMA");
+    const bool all_refused = v && atoi(v) == 0;
+    if (t_size > 1 && t_cma_refused() &&
+        (flavor == F_CREATE || flavor == F_DYNAMIC || (flavor == F_ALLOCMEM && all_refused)))
+        return 1;
+    return t_virtual_node_size();
+}
 
 /* Whether a flavor can run on this job: MPI_Win_allocate_shared over
  * processes of several hosts is erroneous (MPI_ERR_RMA_SHARED), so tests

@@ -312,15 +312,15 @@ static void lock_all_epoch(t_win_t *tw)
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
-    node_size = t_virtual_node_size();
     const char *lock = getenv("ONESIDED_LOCK"), *pb = getenv("ONESIDED_LOCK_PIGGYBACK");
     manager = lock && !strcmp(lock, "manager");
     piggyback = !pb || atoi(pb) > 0;
-    /* A target on another node when there is one: the origin from rank+K. */
-    const int t = (t_rank + (node_size ? node_size : 1)) % t_size;
-    const int from = (t_rank - (node_size ? node_size : 1) + t_size) % t_size;
     const int flavors[] = { F_ALLOCATE, F_CREATE, F_ALLOCMEM, F_DYNAMIC };
     for (size_t f = 0; f < sizeof flavors / sizeof flavors[0]; f++) {
+        node_size = t_node_size_of(flavors[f]);
+        /* A target on another node when there is one: the origin from rank+K. */
+        const int t = (t_rank + (node_size ? node_size : 1)) % t_size;
+        const int from = (t_rank - (node_size ? node_size : 1) + t_size) % t_size;
         t_win_t tw = t_win_make(flavors[f], 64 + 4096 + 8, MPI_INFO_NULL);
         /* Slot 1 of every window: 1000 + the rank whose epochs target it. */
         MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t_rank, 0, tw.win);

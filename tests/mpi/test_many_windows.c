@@ -126,13 +126,18 @@ int main(int argc, char **argv)
         CHECK(now == before, "%s: %d free communicator contexts after the windows and their "
               "communicator were freed, %d before", flavor_name[f], now, before);
     }
-    /* Create/free cycles on one communicator: the first window builds what
-     * the communicator's windows share, then nothing more may be taken. */
+    /* Create/free cycles on one communicator: the first window of each
+     * flavor builds what the communicator's windows of its kind share (the
+     * node communicator of its kind of nodes: where CMA is refused, windows
+     * over private memory have nodes of their own), then nothing more may
+     * be taken. */
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     many_t m;
     make(F_ALLOCATE, comm, &m);
     unmake(F_ALLOCATE, &m);
+    make(F_CREATE, comm, &m);
+    unmake(F_CREATE, &m);
     const int warm = free_contexts();
     for (int i = 0; i < n; i++) {
         make(i % 2 ? F_CREATE : F_ALLOCATE, comm, &m);

@@ -531,7 +531,8 @@ static void create_edge_cases(void)
 }
 
 /* Which path served the operations: MPI_Alloc_mem memory is mapped (no CMA,
- * accumulates by CPU atomics), malloc'd memory is reached by CMA. Between
+ * accumulates by CPU atomics), malloc'd memory is reached by CMA, or where
+ * the kernel refuses CMA, over UCX as another node's would be. Between
  * virtual nodes, MPI_Win_allocate memory comes from UCX and is reached
  * without the target (remote_rdma); other memory UCX only emulates. */
 static void access_paths(void)
@@ -566,6 +567,17 @@ static void access_paths(void)
                       "virtual nodes of 1, flavor %d: rdma %llu emulated %llu direct %llu "
                       "am %llu", f, (unsigned long long)rdma, (unsigned long long)emulated,
                       (unsigned long long)direct, (unsigned long long)am);
+        } else if (t_cma_refused() && f == F_CREATE && t_size > 1) {
+            /* Each process a node of its own: the neighbour's memory is
+             * reached as another node's (UCX emulates the put for memory it
+             * did not allocate; the fetch-add is one network atomic). */
+            uint64_t nocma = s.counter[ONESIDED_STAT_FALLBACK_NO_CMA];
+            uint64_t emulated = s.counter[ONESIDED_STAT_FALLBACK_REMOTE_EMULATED];
+            uint64_t direct = s.counter[ONESIDED_STAT_ACC_DIRECT];
+            CHECK(nocma == 1 && cma == 0 && emulated == 2 && direct == 1,
+                  "malloc window, CMA refused: fallback_no_cma %llu cma %llu emulated %llu "
+                  "direct %llu", (unsigned long long)nocma, (unsigned long long)cma,
+                  (unsigned long long)emulated, (unsigned long long)direct);
         } else if (f == F_ALLOCATE) {
             CHECK(cma == 0 && mutex == 0 && atomic == 1, "allocated window: cma %llu mutex %llu "
                   "atomic %llu", (unsigned long long)cma, (unsigned long long)mutex,

@@ -53,6 +53,29 @@ void os_shm_region_unmap_peer(void *addr, size_t size);
  * policy would otherwise restrict it to descendants. */
 void os_cma_enable(void);
 
+/* What the kernel lets the node's processes do to each other's memory:
+ * cross-memory attach (process_vm_readv/writev), and opening each other's
+ * descriptors through /proc/<pid>/fd (to map MPI_Alloc_mem regions). A
+ * container's seccomp profile, Yama's ptrace_scope or a missing
+ * CAP_SYS_PTRACE can refuse either, at any time of the program's life but
+ * in practice for all of it, which is why MPICH and Open MPI test once. */
+typedef struct {
+    bool cma;
+    bool peer_fd;
+    int cma_errno, peer_fd_errno; /* why not, where this process found out */
+} os_shm_access_t;
+
+/* Collective over node_comm: each process tries both on the next process of
+ * the node (a probe word in a memfd of its own); the answers are and-ed over
+ * the node. A node of one process has nothing to refuse: both true. */
+os_shm_access_t os_shm_probe(MPI_Comm node_comm);
+/* Fix what this process may use (agreed beforehand by all the processes that
+ * share windows). Refused, CMA calls fail at once with OS_ERR_UNSUPPORTED
+ * and peers' regions are not mapped; the RMA engine keeps its windows off
+ * both. Allowed until set. */
+void os_shm_access_set(os_shm_access_t a);
+os_shm_access_t os_shm_access(void);
+
 /* Copy between local iovecs and another process's memory. Loops over partial
  * transfers and over IOV_MAX batches; returns OS_ERR_OTHER with errno text on failure. */
 os_status_t os_cma_write(pid_t pid, const struct iovec *local, size_t nlocal,

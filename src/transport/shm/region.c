@@ -141,6 +141,20 @@ bool os_shm_region_find(const void *addr, size_t len, os_shm_region_t *out)
     return found;
 }
 
+/* Set once at MPI_Init (os_shm_probe), read by every later window: here,
+ * with the mappings it governs, because this file needs no MPI. */
+static os_shm_access_t access_now = { .cma = true, .peer_fd = true };
+
+void os_shm_access_set(os_shm_access_t a)
+{
+    access_now = a;
+}
+
+os_shm_access_t os_shm_access(void)
+{
+    return access_now;
+}
+
 /* Mappings of other processes' regions, kept after their window is freed:
  * mapping costs an open of /proc/<pid>/fd/<fd> and an mmap, and programs
  * create windows over the same MPI_Alloc_mem memory again and again. A
@@ -172,6 +186,8 @@ void *os_shm_region_map_peer(pid_t pid, int fd, size_t size, uint64_t id)
     pthread_mutex_unlock(&peer_lock);
     if (addr)
         return addr;
+    if (!os_shm_access().peer_fd)
+        return NULL;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
     int my = open(path, O_RDWR | O_CLOEXEC);

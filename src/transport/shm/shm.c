@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -77,6 +78,87 @@ void os_cma_enable(void)
 #endif
 }
 
+#define PROBE_MAGIC 0x6f6e65736964656dull /* "onesidem" */
+
+os_shm_access_t os_shm_probe(MPI_Comm node_comm)
+{
+    struct {
+        int32_t pid, fd;
+        uint64_t addr;
+    } me = { (int32_t)getpid(), -1, 0 }, *all = NULL;
+    os_shm_access_t a = { .cma = true, .peer_fd = true };
+    static volatile uint64_t cma_word = PROBE_MAGIC; /* what the neighbour reads by CMA */
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uint64_t *mine = MAP_FAILED;
+    int n, rank, ok[2];
+    PMPI_Comm_size(node_comm, &n);
+    PMPI_Comm_rank(node_comm, &rank);
+    if (n == 1)
+        return a;
+    /* The word the neighbour maps through /proc/<pid>/fd: in a memfd of
+     * its own, as MPI_Alloc_mem's regions are. */
+    me.fd = memfd_create("onesided-probe", MFD_CLOEXEC);
+    if (me.fd >= 0 && ftruncate(me.fd, (off_t)page) == 0)
+        mine = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, me.fd, 0);
+    if (mine != MAP_FAILED)
+        *mine = PROBE_MAGIC;
+    else if (me.fd >= 0) {
+        close(me.fd);
+        me.fd = -1;
+    }
+    me.addr = (uint64_t)(uintptr_t)&cma_word;
+    if (!(all = malloc(sizeof *all * (size_t)n))) {
+        /* Cannot tell: say refused, the path that works either way. */
+        a.cma = a.peer_fd = false;
+        a.cma_errno = a.peer_fd_errno = ENOMEM;
+    }
+    /* Every process takes part in the same collectives whatever happened. */
+    int have = all != NULL, all_have;
+    PMPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_LAND, node_comm);
+    if (all_have) {
+        PMPI_Allgather(&me, sizeof me, MPI_BYTE, all, sizeof me, MPI_BYTE, node_comm);
+        const int next = (rank + 1) % n;
+        uint64_t got = 0;
+        errno = 0;
+        struct iovec l = { &got, sizeof got }, r = { (void *)(uintptr_t)all[next].addr, sizeof got };
+        if (process_vm_readv(all[next].pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof got ||
+            got != PROBE_MAGIC) {
+            a.cma = false;
+            a.cma_errno = errno ? errno : EIO;
+        }
+        a.peer_fd = false;
+        a.peer_fd_errno = EBADF; /* the neighbour had no probe region */
+        if (all[next].fd >= 0) {
+            char path[64];
+            snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)all[next].pid, (int)all[next].fd);
+            errno = 0;
+            int fd = open(path, O_RDWR | O_CLOEXEC);
+            void *m = fd >= 0 ? mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+            a.peer_fd_errno = errno;
+            if (m != MAP_FAILED) {
+                a.peer_fd = *(volatile uint64_t *)m == PROBE_MAGIC;
+                munmap(m, page);
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+    } else {
+        a.cma = a.peer_fd = false;
+    }
+    ok[0] = a.cma;
+    ok[1] = a.peer_fd;
+    /* Also the barrier after which the probe regions may go. */
+    PMPI_Allreduce(MPI_IN_PLACE, ok, 2, MPI_INT, MPI_LAND, node_comm);
+    a.cma = ok[0];
+    a.peer_fd = ok[1];
+    if (mine != MAP_FAILED)
+        munmap(mine, page);
+    if (me.fd >= 0)
+        close(me.fd);
+    free(all);
+    return a;
+}
+
 typedef ssize_t (*cma_fn)(pid_t, const struct iovec *, unsigned long, const struct iovec *,
                           unsigned long, unsigned long);
 
@@ -102,6 +184,9 @@ static os_status_t cma_loop(cma_fn fn, const char *what, pid_t pid, const struct
 {
     struct iovec l[64], r[64];
     size_t li = 0, ri = 0, loff = 0, roff = 0;
+    if (!os_shm_access().cma)
+        return OS_ERR(OS_ERR_UNSUPPORTED, "%s of process %d: the kernel refuses CMA here", what,
+                      (int)pid);
     while (li < nlocal && ri < nremote) {
         size_t nl = 0, nr = 0, bytes_l = 0, bytes_r = 0;
         for (size_t i = li; i < nlocal && nl < 64; i++, nl++) {
