@@ -9,6 +9,9 @@ PKGS="mpich libmpich-dev libucx-dev cmake ninja-build gcc make python3 python3-d
 PKGS="$PKGS iproute2 util-linux procps openssh-server openssh-client bc"
 # hpcc: the reference HPCC RandomAccess the main job compares with (it runs on Open MPI).
 PKGS="$PKGS hpcc libopenblas0-pthread"
+# Open MPI as a second host MPI (cmake -DONESIDED_HOST_MPI=openmpi), with
+# the ScaLAPACK built for it.
+PKGS="$PKGS openmpi-bin libopenmpi-dev libscalapack-openmpi-dev"
 # ScaLAPACK (MPICH build) and OpenBLAS: the references of the linalg benchmark (paper 002).
 PKGS="$PKGS libscalapack-mpich-dev libopenblas-dev"
 missing=""

@@ -185,6 +185,9 @@ void os_mpi_init(void)
     os_spin_limit = os_config.spin_count >= 0 ? os_config.spin_count
                                               : os_oversubscribed ? 16 : 2000;
     os_cma_enable();
+#ifdef OMPI_MAJOR_VERSION
+    os_op_rules = OS_OP_RULES_OPENMPI;
+#endif
     os_mpi_dtype_init();
     start_network(probe_node_access(rank));
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &keyval, NULL);

@@ -18,7 +18,15 @@ typedef enum {
 
 const char *os_op_name(os_op_t op);
 const char *os_basic_name(os_basic_t b);
-/* Is op allowed on elements of this class (MPI-3.1 5.9.2, plus REPLACE/NO_OP on any)? */
+/* Where MPI-3.1 5.9.2 leaves room, programs may rely on what their host MPI
+ * accepts, so onesided accepts the same: MPICH also takes Fortran integers
+ * for the logical ops; Open MPI takes MPI_BYTE (as unsigned bytes) for every
+ * arithmetic and logical op, but not Fortran integers for the logical ones.
+ * Set once at MPI_Init by the front end. */
+typedef enum { OS_OP_RULES_MPICH, OS_OP_RULES_OPENMPI } os_op_rules_t;
+extern os_op_rules_t os_op_rules;
+/* Is op allowed on elements of this class (MPI-3.1 5.9.2, plus REPLACE/NO_OP
+ * on any, plus the host's additions above)? */
 bool os_op_valid(os_op_t op, os_class_t cls);
 /* target[i] = target[i] op origin[i] for n elements of esize data bytes each
  * (os_dtype_t.basic_size); buffers need no alignment. */

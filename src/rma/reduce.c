@@ -223,8 +223,11 @@ const char *os_basic_name(os_basic_t b)
     return (unsigned)b < OS_B_COUNT ? names[b] : "unknown";
 }
 
+os_op_rules_t os_op_rules = OS_OP_RULES_MPICH;
+
 bool os_op_valid(os_op_t op, os_class_t cls)
 {
+    const bool ompi = os_op_rules == OS_OP_RULES_OPENMPI;
     switch (op) {
     case OS_OP_REPLACE:
     case OS_OP_NO_OP:
@@ -232,18 +235,18 @@ bool os_op_valid(os_op_t op, os_class_t cls)
     case OS_OP_MIN:
     case OS_OP_MAX:
         return cls == OS_CLASS_CINT || cls == OS_CLASS_FINT || cls == OS_CLASS_FLOAT ||
-               cls == OS_CLASS_CHAR;
+               cls == OS_CLASS_CHAR || (ompi && cls == OS_CLASS_BYTE);
     case OS_OP_SUM:
     case OS_OP_PROD:
         return cls == OS_CLASS_CINT || cls == OS_CLASS_FINT || cls == OS_CLASS_FLOAT ||
-               cls == OS_CLASS_COMPLEX || cls == OS_CLASS_CHAR;
+               cls == OS_CLASS_COMPLEX || cls == OS_CLASS_CHAR || (ompi && cls == OS_CLASS_BYTE);
     case OS_OP_LAND:
     case OS_OP_LOR:
     case OS_OP_LXOR:
-        /* Fortran integers too: MPICH accepts them, and programs that run on
-         * the host MPI must run here (MPI-3.1 lists only C integers). */
-        return cls == OS_CLASS_CINT || cls == OS_CLASS_FINT || cls == OS_CLASS_LOGICAL ||
-               cls == OS_CLASS_CHAR;
+        /* Fortran integers too under MPICH, and programs that run on the
+         * host MPI must run here (MPI-3.1 lists only C integers). */
+        return cls == OS_CLASS_CINT || cls == OS_CLASS_LOGICAL || cls == OS_CLASS_CHAR ||
+               (ompi ? cls == OS_CLASS_BYTE : cls == OS_CLASS_FINT);
     case OS_OP_BAND:
     case OS_OP_BOR:
     case OS_OP_BXOR:

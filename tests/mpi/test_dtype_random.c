@@ -124,7 +124,9 @@ static MPI_Datatype random_type(int depth, char *desc, size_t len)
         int nd = rnd_in(1, 3), sizes[3], subs[3], starts[3];
         for (int i = 0; i < nd; i++) {
             sizes[i] = rnd_in(1, 4);
-            subs[i] = rnd_in(0, sizes[i]);
+            /* MPI-3.1 4.1.3: a subsize below 1 is erroneous (Open MPI
+             * refuses it; MPICH takes 0). */
+            subs[i] = rnd_in(1, sizes[i]);
             starts[i] = rnd_in(0, sizes[i] - subs[i]);
         }
         int order = rnd() % 2 ? MPI_ORDER_C : MPI_ORDER_FORTRAN;

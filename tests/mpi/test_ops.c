@@ -246,7 +246,15 @@ static void outstanding_requests(int flavor)
     onesided_win_get_stats(t.win, &st);
     MPI_Win_unlock_all(t.win);
     const char *tls = getenv("ONESIDED_UCX_TLS");
-    if (t_virtual_node_size() && tls && !strncmp(tls, "tcp", 3))
+#ifdef MPICH_VERSION
+    /* Only MPICH lets a generalized request progress at MPI_Wait
+     * (MPIX_Grequest_start); on other hosts R* operations complete inside
+     * the call (src/mpi/rma.c). */
+    const bool defers = true;
+#else
+    const bool defers = false;
+#endif
+    if (defers && t_virtual_node_size() && tls && !strncmp(tls, "tcp", 3))
         CHECK(st.counter[ONESIDED_STAT_REQUEST_DEFERRED] > 0,
               "%s: no Rget over TCP was left in flight", flavor_name[flavor]);
     MPI_Barrier(MPI_COMM_WORLD);
