@@ -86,12 +86,15 @@ static bool probe_node_access(int rank)
     a.peer_fd = agreed[1];
     os_shm_access_set(a);
     if (rank == 0 && (!a.cma || !a.peer_fd))
-        OS_WARN("%s%s%s refused (%s): windows over memory the program allocated itself "
-                "reach the node's other processes through UCX and their progress threads "
-                "(stat fallback_no_cma)",
+        OS_WARN("%s%s%s refused (%s): %s",
                 !a.cma ? "cross-memory attach" : "", !a.cma && !a.peer_fd ? " and " : "",
                 !a.peer_fd ? "opening another process's /proc/<pid>/fd" : "",
-                !os_config.cma ? "ONESIDED_CMA=0" : why ? strerror(why) : "on another node");
+                !os_config.cma ? "ONESIDED_CMA=0" : why ? strerror(why) : "on another node",
+                !a.cma ? "windows over memory the program allocated itself reach the node's "
+                         "other processes through UCX and their progress threads (stat "
+                         "fallback_no_cma)"
+                       : "windows over MPI_Alloc_mem memory reach the node's other processes "
+                         "by CMA instead of mapping it (stat fallback_cma)");
     return !a.cma && agreed[2];
 }
 
