@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# mpi4py from PyPI, built against the system MPICH, runs its own RMA test
-# modules with onesided preloaded. Prints the count of tests run and failed
-# for each process count; exits non-zero if any failed.
+# mpi4py from PyPI, built against the build's host MPI (MPICH, or Open MPI
+# for a -DONESIDED_HOST_MPI=openmpi build) in the build's own environment,
+# runs its own RMA test modules with onesided preloaded. Prints the count of
+# tests run and failed for each process count; exits non-zero if any failed.
 #   scripts/mpi4py-tests.sh BUILD_DIR [NP ...]
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 shift || true
 nps=${*:-1 2 3}
+cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
+host=$(cache_value ONESIDED_HOST_MPI)
+mpicc=$(cache_value HOST_MPICC)
+case "$host" in
+openmpi) marker="Open MPI" ;;
+*) marker="MPICH" ;;
+esac
 venv="$build/venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-if ! "$venv/bin/python" -c "import mpi4py.MPI as M; assert 'MPICH' in M.Get_library_version()" 2>/dev/null; then
-    echo "mpi4py: building from source against MPICH"
-    MPICC=mpicc.mpich "$venv/bin/pip" install -q --no-binary mpi4py mpi4py
+if ! "$venv/bin/python" -c "import mpi4py.MPI as M; assert '$marker' in M.Get_library_version()" 2>/dev/null; then
+    echo "mpi4py: building from source against $marker ($mpicc)"
+    # No cached wheel: one built for the other host MPI would be taken.
+    MPICC="$mpicc" "$venv/bin/pip" install -q --no-cache-dir --force-reinstall --no-binary mpi4py mpi4py
 fi
 ver=$("$venv/bin/python" -c 'import mpi4py; print(mpi4py.__version__)')
 src="$build/mpi4py-$ver"

@@ -3,12 +3,12 @@
 # 2 and 3 processes (4 and 8 for the programs about contention) with its
 # environment matrix, the one-node suite again where the kernel refuses
 # cross-memory attach (a seccomp filter), the library built for Open MPI with
-# the suite's host-specific part on it, the suite under ASan+UBSan at 2 and
-# 3 processes on one node and on virtual nodes of 1, the lock and reduction
-# unit tests under TSan, mpi4py's own RMA tests with onesided preloaded, and
-# the inter-node programs and mpi4py across real hosts (network namespaces).
-# Works on a fresh Debian machine. Each configuration runs only what it
-# changes.
+# the suite's host-specific part and mpi4py's RMA tests on it, the suite
+# under ASan+UBSan at 2 and 3 processes on one node and on virtual nodes of
+# 1, the lock and reduction unit tests under TSan, mpi4py's own RMA tests
+# with onesided preloaded, and the inter-node programs and mpi4py across
+# real hosts (network namespaces). Works on a fresh Debian machine. Each
+# configuration runs only what it changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each stage says how long the run has taken so far: CI must stay well under
@@ -40,6 +40,10 @@ cmake -S . -B build-ompi -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DONESIDED_H
 cmake --build build-ompi
 (cd build-ompi && ctest --output-on-failure -L '^(mpi|matrix|nocma)$' -E "$ompi_known")
 (cd build-ompi && ctest --output-on-failure -R '^(vnode1_test_(ops|sync|dynamic|threads|reduce_ops|datatypes)|vnode_tcp_test_ops)$')
+# mpi4py built against Open MPI in build-ompi's own environment; mpirun as
+# root and with more ranks than cores, as the ctest suite runs it.
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    bash scripts/mpi4py-tests.sh build-ompi 1 2 3
 
 stage "sanitizers: ASan + UBSan over the multi-process suite"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_SANITIZE=ON \

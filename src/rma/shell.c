@@ -251,8 +251,24 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nod
     if ((st = os_shm_create(s->node, s->ctl_bytes, &s->ctl)))
         goto fail;
     /* The host MPI's window is only a handle; a dynamic one costs no memory.
-     * Made without hints: each window sets its own (os_shell_set_hints). */
-    if (PMPI_Win_create_dynamic(MPI_INFO_NULL, s->comm, &s->handle) != MPI_SUCCESS) {
+     * Made without hints: each window sets its own (os_shell_set_hints).
+     * Open MPI 4.1 cannot make a dynamic window (nor MPI_Win_create) over
+     * one process: its osc/rdma refuses, natively too, and only osc/sm's
+     * MPI_Win_allocate works. There the handle is an allocated window of no
+     * memory. Errors come back to us, not to the program's handler, since
+     * we have a way on. */
+    MPI_Errhandler inherited;
+    PMPI_Comm_get_errhandler(s->comm, &inherited);
+    PMPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+    int rc = PMPI_Win_create_dynamic(MPI_INFO_NULL, s->comm, &s->handle);
+    if (rc != MPI_SUCCESS) {
+        void *none;
+        rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, s->comm, &none, &s->handle);
+    }
+    PMPI_Comm_set_errhandler(s->comm, inherited);
+    PMPI_Errhandler_free(&inherited);
+    if (rc != MPI_SUCCESS) {
+        s->handle = MPI_WIN_NULL;
         st = OS_ERR(OS_ERR_OTHER, "the host MPI could not create a window handle");
         goto fail;
     }
