@@ -147,19 +147,17 @@ void os_mpi_dtype_init(void)
     /* Fortran types: the handles exist even when no Fortran program runs. */
     add(MPI_CHARACTER, K_CHAR, 0, 0); /* MPICH reduces it as a C char */
     add(MPI_INTEGER, K_FINT, 0, 0);
-#ifdef OMPI_MAJOR_VERSION
     /* Open MPI 4.1 takes the logical ops on these, as on C integers, but
      * not on MPI_INTEGER and MPI_INTEGER4 (os_op_rules): so do we. */
-    add(MPI_INTEGER1, K_SINT, 0, 0);
-    add(MPI_INTEGER2, K_SINT, 0, 0);
-    add(MPI_INTEGER4, K_FINT, 0, 0);
-    add(MPI_INTEGER8, K_SINT, 0, 0);
+#ifdef OMPI_MAJOR_VERSION
+    const enum kind sized_fint = K_SINT;
 #else
-    add(MPI_INTEGER1, K_FINT, 0, 0);
-    add(MPI_INTEGER2, K_FINT, 0, 0);
-    add(MPI_INTEGER4, K_FINT, 0, 0);
-    add(MPI_INTEGER8, K_FINT, 0, 0);
+    const enum kind sized_fint = K_FINT;
 #endif
+    add(MPI_INTEGER1, sized_fint, 0, 0);
+    add(MPI_INTEGER2, sized_fint, 0, 0);
+    add(MPI_INTEGER4, K_FINT, 0, 0);
+    add(MPI_INTEGER8, sized_fint, 0, 0);
     add(MPI_REAL, K_FLOAT, 0, 0);
     add(MPI_DOUBLE_PRECISION, K_FLOAT, 0, 0);
     add(MPI_REAL4, K_FLOAT, 0, 0);
