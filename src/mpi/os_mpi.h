@@ -59,6 +59,14 @@ int os_mpi_error_class(os_status_t st);
 int os_mpi_raise_win(MPI_Win handle, const char *call, os_status_t st);
 int os_mpi_raise_comm(MPI_Comm comm, const char *call, os_status_t st);
 
+/* win_info.c: what MPI_Win_get_info reports, as the host MPI does for its
+ * own window of the same flavor and hints (both set on the host handle
+ * under MPICH, kept in w->host_info under Open MPI). */
+os_status_t os_mpi_info_created(os_win_t *w, MPI_Info hints);
+os_status_t os_mpi_info_set(os_win_t *w, MPI_Info hints);
+int os_mpi_info_get(os_win_t *w, MPI_Info *out);
+void os_mpi_info_free(os_win_t *w);
+
 /* Statistics: collect a window's counters when it is freed (collective). */
 void os_mpi_stats_collect(os_win_t *w, MPI_Win handle);
 void os_mpi_stats_report(void);

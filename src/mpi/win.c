@@ -6,8 +6,7 @@
 
 /* The window's hints: onesided's own keys go to its configuration. The
  * standard keys (and any others) are the host MPI's business: they are given
- * to the host window handle, which reports them in MPI_Win_get_info exactly
- * as the host MPI does for its own windows. */
+ * to the host MPI's rules for what MPI_Win_get_info reports (win_info.c). */
 static os_status_t read_info(MPI_Info info, os_config_t *cfg, bool *noncontig)
 {
     int nkeys = 0, flag, len;
@@ -73,7 +72,9 @@ static int create(const char *call, os_flavor_t flavor, void *base, MPI_Aint siz
         goto fail;
     w->attr_flavor = mpi_flavor[flavor];
     w->attr_model = MPI_WIN_UNIFIED;
-    if ((st = os_mpi_win_register(w))) {
+    w->host_info = MPI_INFO_NULL;
+    if ((st = os_mpi_info_created(w, info)) || (st = os_mpi_win_register(w))) {
+        os_mpi_info_free(w);
         os_win_free(w);
         goto fail;
     }
@@ -146,6 +147,7 @@ int MPI_Win_free(MPI_Win *win)
         PMPI_Win_delete_attr(handle, w->attr_keys[i]);
     os_mpi_stats_collect(w, handle);
     os_mpi_win_unregister(w);
+    os_mpi_info_free(w);
     os_win_free(w);
     *win = MPI_WIN_NULL;
     return MPI_SUCCESS;
@@ -230,7 +232,7 @@ int MPI_Win_get_info(MPI_Win win, MPI_Info *info_used)
     OS_WIN_ENTER(w, win);
     if (!w)
         return PMPI_Win_get_info(win, info_used);
-    int rc = PMPI_Win_get_info(w->handle, info_used);
+    int rc = os_mpi_info_get(w, info_used);
     if (rc != MPI_SUCCESS)
         return rc;
     os_config_each_info(&w->cfg, put_info, info_used);
@@ -250,6 +252,8 @@ int MPI_Win_set_info(MPI_Win win, MPI_Info info)
     int rc = PMPI_Win_set_info(w->handle, info);
     if (rc != MPI_SUCCESS)
         return rc;
+    if ((st = os_mpi_info_set(w, info)))
+        return os_mpi_raise_win(win, "MPI_Win_set_info", st);
     /* Fixed at creation, because every process must make the same choice
      * and they were agreed on then: the region tables' layout, the fence
      * choice, the lock design and its policy, direct accumulate and with it

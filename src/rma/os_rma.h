@@ -214,6 +214,9 @@ typedef struct os_shell {
     bool multinode;       /* some process of comm is on another node */
     os_nodes_t nodes;     /* what `node` is */
     MPI_Win handle;       /* the host MPI's window handle (a dynamic window) */
+    /* the name the host gave the handle ("" in MPICH, "rdma window N" in
+     * Open MPI, as for its own windows): each new window starts with it */
+    char handle_name[MPI_MAX_OBJECT_NAME];
     os_shm_seg_t ctl;     /* the node's control area, laid out as below */
     size_t ctl_bytes, post_off, post_stride, regions_off;
     int inline_regions;   /* dynamic-window region copies per process */
@@ -301,6 +304,7 @@ typedef struct os_win {
     int nattr_keys, capattr_keys;
     int attr_flavor;     /* storage for MPI_WIN_CREATE_FLAVOR */
     int attr_model;      /* storage for MPI_WIN_MODEL */
+    MPI_Info host_info;  /* Open MPI: what MPI_Win_get_info reports (win_info.c) */
 } os_win_t;
 
 #define OS_STAT(w, s, n) ((w)->stats.counter[ONESIDED_STAT_##s] += (n))

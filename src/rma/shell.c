@@ -272,6 +272,8 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nod
         st = OS_ERR(OS_ERR_OTHER, "the host MPI could not create a window handle");
         goto fail;
     }
+    int name_len;
+    PMPI_Win_get_name(s->handle, s->handle_name, &name_len);
     pthread_mutex_lock(&caches_lock);
     if (pristine == MPI_INFO_NULL)
         PMPI_Win_get_info(s->handle, &pristine);
@@ -420,7 +422,7 @@ void os_shell_put(os_shell_t *s)
     /* The handle forgets the window: name and error handler as new (its
      * attributes were deleted by MPI_Win_free, its info is reset by the
      * next window). */
-    PMPI_Win_set_name(s->handle, "");
+    PMPI_Win_set_name(s->handle, s->handle_name);
     PMPI_Win_set_errhandler(s->handle, MPI_ERRORS_ARE_FATAL);
     if (s->data.size > KEEP_DATA_MAX)
         data_release(s);
