@@ -5,7 +5,7 @@
  *
  *   mpiexec -n 2 os_microbench [--iters N] [--reps R] [--csv FILE]
  *                              [--flavor allocate|create|create_allocmem]
- *                              [--busy-target USEC]
+ *                              [--busy-target USEC] [--only ROWS]
  *
  * --flavor picks how both implementations get their window: MPI_Win_allocate
  * (default), MPI_Win_create over malloc'd memory, or MPI_Win_create over
@@ -20,7 +20,10 @@
  * The last two rows time window creation and free themselves: WINS windows
  * of 4 KB of the chosen flavor made one after another, then freed (for
  * create_allocmem, MPI_Alloc_mem and MPI_Free_mem are included), per window.
- * Every result is verified; a wrong value aborts the run.
+ * Every result is verified; a wrong value aborts the run. --only runs the
+ * rows named in a comma list ("put+flush,window create"), the others are
+ * NaN; with BENCH_IMPLS (bench_impl.h) the main job runs a host's own RMA
+ * one row per job where it crashes.
  */
 #include "bench_impl.h"
 
@@ -33,6 +36,12 @@ static const char *const bench_name[NBENCH] = {
 #define WINS 100
 
 static int rank, size, busy_us;
+static const char *only; /* --only: a comma list of row names, or NULL for all */
+
+static bool row_on(int b)
+{
+    return !only || bench_in_list(only, bench_name[b]);
+}
 
 static void compute_for(int usec)
 {
@@ -204,6 +213,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
         else if (!strcmp(argv[i], "--flavor") && i + 1 < argc) flavor = argv[++i];
         else if (!strcmp(argv[i], "--busy-target") && i + 1 < argc) busy_us = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     }
     if (size != 2) {
         if (rank == 0)
@@ -219,6 +229,11 @@ int main(int argc, char **argv)
     for (int k = 0; k < 2; k++) {
         const impl_t *m = &impls[k];
         long *base = NULL;
+        if (!bench_impl_on(k)) {
+            for (int b = 0; b < NBENCH; b++)
+                med[k][b] = NAN;
+            continue;
+        }
         MPI_Win win;
         const MPI_Aint wbytes = 16 * sizeof(long);
         if (!strcmp(flavor, "create")) {
@@ -231,8 +246,8 @@ int main(int argc, char **argv)
             m->win_allocate(wbytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
         }
         for (int b = 0; b < B_WIN_CREATE; b++) {
-            if (busy_us && b >= B_FENCE) {
-                med[k][b] = 0;
+            if ((busy_us && b >= B_FENCE) || !row_on(b)) {
+                med[k][b] = busy_us && b >= B_FENCE ? 0 : NAN;
                 continue;
             }
             double *samples = malloc(sizeof(double) * (size_t)reps);
@@ -261,7 +276,9 @@ int main(int argc, char **argv)
     }
     /* Window lifecycle, the two implementations alternating repetition by
      * repetition so that both see the same machine load. */
-    if (!busy_us) {
+    for (int k = 0; k < 2; k++)
+        med[k][B_WIN_CREATE] = med[k][B_WIN_FREE] = NAN;
+    if (!busy_us && (row_on(B_WIN_CREATE) || row_on(B_WIN_FREE))) {
         double *cs[2], *fs[2];
         for (int k = 0; k < 2; k++) {
             cs[k] = malloc(sizeof(double) * (size_t)reps);
@@ -269,10 +286,11 @@ int main(int argc, char **argv)
         }
         for (int r = 0; r < reps; r++)
             for (int k = 0; k < 2; k++)
-                window_lifecycle(&impls[k], flavor, &cs[k][r], &fs[k][r]);
+                if (bench_impl_on(k))
+                    window_lifecycle(&impls[k], flavor, &cs[k][r], &fs[k][r]);
         for (int k = 0; k < 2; k++) {
-            med[k][B_WIN_CREATE] = bench_median(cs[k], reps);
-            med[k][B_WIN_FREE] = bench_median(fs[k], reps);
+            med[k][B_WIN_CREATE] = bench_impl_on(k) ? bench_median(cs[k], reps) : NAN;
+            med[k][B_WIN_FREE] = bench_impl_on(k) ? bench_median(fs[k], reps) : NAN;
             free(cs[k]);
             free(fs[k]);
         }

@@ -3,6 +3,7 @@
  * synchronization mode, native host-MPI RMA against onesided in the same run.
  *
  *   mpiexec -n 2 rma_sweep [--max-size BYTES] [--reps R] [--scale S] [--csv FILE]
+ *                          [--ops put,get,accumulate,fetch_and_op,compare_and_swap]
  *
  * Operations: put, get, accumulate (MPI_SUM on MPI_LONG) at every size;
  * fetch_and_op and compare_and_swap at 8 bytes (they move one element).
@@ -130,7 +131,7 @@ int main(int argc, char **argv)
     long max_size = 1 << 20;
     int reps = 5, nprocs;
     double scale = 1.0;
-    const char *csv = NULL;
+    const char *csv = NULL, *ops = NULL;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
@@ -139,6 +140,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atof(argv[++i]);
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+        else if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
     }
     if (nprocs != 2) {
         if (rank == 0) fprintf(stderr, "rma_sweep runs on exactly 2 processes\n");
@@ -154,13 +156,16 @@ int main(int argc, char **argv)
     long *base[2];
     MPI_Win win[2];
     for (int k = 0; k < 2; k++)
-        impls[k].win_allocate((MPI_Aint)max_size, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD,
-                              &base[k], &win[k]);
+        if (bench_impl_on(k))
+            impls[k].win_allocate((MPI_Aint)max_size, sizeof(long), MPI_INFO_NULL,
+                                  MPI_COMM_WORLD, &base[k], &win[k]);
     FILE *out = rank == 0 && csv ? fopen(csv, "w") : NULL;
     if (out)
         fprintf(out, "op,sync,bytes,metric,native,onesided,ratio\n");
     double *sample = malloc(sizeof(double) * (size_t)reps);
     for (int op = 0; op < NOPS; op++) {
+        if (ops && !bench_in_list(ops, op_name[op]))
+            continue;
         for (int s = 0; s < NSYNC; s++) {
             if (rank == 0) {
                 printf("%s / %s\n", op_name[op], sync_name[s]);
@@ -180,6 +185,9 @@ int main(int argc, char **argv)
                 if (burst < 4) burst = 4;
                 if (burst > 4096) burst = 4096;
                 for (int k = 0; k < 2; k++) {
+                    lat[k] = bw[k] = NAN;
+                    if (!bench_impl_on(k))
+                        continue;
                     for (int r = 0; r < reps; r++)
                         sample[r] = rep(&impls[k], op, s, base[k], buf, res, n, iters, 1, win[k]) * 1e6 / iters;
                     lat[k] = bench_median(sample, reps);
@@ -209,7 +217,8 @@ int main(int argc, char **argv)
     if (out)
         fclose(out);
     for (int k = 0; k < 2; k++)
-        impls[k].win_free(&win[k]);
+        if (bench_impl_on(k))
+            impls[k].win_free(&win[k]);
     free(buf);
     free(res);
     free(sample);

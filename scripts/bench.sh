@@ -2,20 +2,38 @@
 # The main job: build onesided and its benchmarks, then run every benchmark
 # with the host MPI's own RMA and with onesided in the same processes.
 # Tables on the terminal; CSV, JSON and PNG figures under results/.
-#   scripts/bench.sh [--smoke] [--np N] [--log2-local K] [--reps R] [--out DIR] [--no-hpcc]
-# (all flags go to bench/run_all.py; --help lists them)
+#   scripts/bench.sh [--host mpich|openmpi] [--smoke] [--np N] [--log2-local K] [--reps R]
+#                    [--out DIR] [--no-hpcc]
+# (all flags go to bench/run_all.py; --help lists them). --host openmpi
+# builds onesided for Open MPI (build-release-ompi) and compares it with
+# Open MPI's own RMA, results under results/openmpi unless --out says.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+host=mpich
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --host) host="$2"; shift 2 ;;
+        --host=*) host="${1#--host=}"; shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+case "$host" in
+    mpich) build=build-release; out=results ;;
+    openmpi) build=build-release-ompi; out=results/openmpi ;;
+    *) echo "bench.sh: --host takes mpich or openmpi, not '$host'" >&2; exit 2 ;;
+esac
 bash scripts/setup.sh
-cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DONESIDED_HOST_MPI="$host" >/dev/null
 targets="os_microbench rma_sweep ghost_exchange randomaccess busy_epochs rget_overlap lock_bench cooperation"
 # linalg exists when ScaLAPACK and OpenBLAS were found (setup.sh installs them)
-grep -q "bench/linalg:" build-release/build.ninja && targets="$targets linalg"
-cmake --build build-release --target $targets
+grep -q "bench/linalg:" "$build/build.ninja" && targets="$targets linalg"
+cmake --build "$build" --target $targets
 # matplotlib from PyPI, in a private environment
 if [ ! -x build-release/venv/bin/python ]; then
     python3 -m venv build-release/venv
 fi
 build-release/venv/bin/python -c 'import matplotlib' 2>/dev/null ||
     build-release/venv/bin/pip install -q matplotlib
-exec build-release/venv/bin/python bench/run_all.py "$@"
+exec build-release/venv/bin/python bench/run_all.py --host "$host" --build "$build" --out "$out" \
+    ${args[@]+"${args[@]}"}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The multi-process suite across real hosts: the namespace cluster
 # (scripts/cluster.sh), UCX over TCP between hosts as between machines.
-#   tests/across_hosts.sh BUILD_DIR
+#   tests/across_hosts.sh BUILD_DIR [OPENMPI_BUILD_DIR]
 # 1. No hang at exit: 50 consecutive 4-process jobs across 2 hosts (ranks
 #    round robin, as mpiexec places them by default); each must end within
 #    a few seconds of the slowest job's typical time, none may hang.
@@ -13,6 +13,8 @@
 # 3. Fatal errors (MPI_Abort from the fatal error handler) end the whole
 #    job across hosts.
 # 4. mpi4py's RMA test modules across 2 and 3 hosts (scripts/mpi4py-tests.sh).
+# 5. With an Open MPI build: its programs under Open MPI's mpirun, across
+#    2 and 3 hosts.
 # Needs root (namespaces); the cluster is taken down at exit.
 set -uo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -110,6 +112,26 @@ done
 # 4. mpi4py's RMA tests, 2 and 3 processes on as many hosts.
 ONESIDED_MPIEXEC="$root/scripts/cluster-mpiexec" bash "$root/scripts/mpi4py-tests.sh" "$build" 2 3
 judge mpi4py $?
+
+# 5. Open MPI as the host (a build made with -DONESIDED_HOST_MPI=openmpi,
+#    given as the second argument): its own mpirun across the hosts, one
+#    process per host, the programs whose front-end paths differ by host
+#    (handles, info, errors, requests, datatypes) over the inter-node path.
+if [ -n "${2:-}" ]; then
+    otests=$(cd "$2" && pwd)/tests
+    ojob() { # NAME LIMIT MPIRUN-ARGS...
+        local name=$1 limit=$2
+        shift 2
+        timeout -k 10 "$limit" bash "$cluster" mpirun "$@" >"$logs/$name.log" 2>&1 </dev/null
+    }
+    for p in test_ops test_sync test_concurrency test_windows test_errors test_datatypes \
+             test_dynamic test_ucx_atomics; do
+        ojob "ompi_h2_$p" 300 -np 2 --map-by ppr:1:node --host os-h1:1,os-h2:1 "$otests/$p"
+        judge "ompi_h2_$p" $?
+    done
+    ojob ompi_h3_test_ops 300 -np 3 --map-by ppr:1:node --host os-h1:1,os-h2:1,os-h3:1 "$otests/test_ops"
+    judge ompi_h3_test_ops $?
+fi
 
 echo "across hosts: $passed passed, $failed failed"
 [ "$failed" = 0 ]

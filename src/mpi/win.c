@@ -222,6 +222,18 @@ int MPI_Win_delete_attr(MPI_Win win, int keyval)
     return rc;
 }
 
+/* From the window, not the host handle, which may span this process alone
+ * (shell.c: where the host can make no window over the communicator). */
+int MPI_Win_get_group(MPI_Win win, MPI_Group *group)
+{
+    os_win_t *w = os_mpi_win(win);
+    if (!w)
+        return PMPI_Win_get_group(win, group);
+    if (!group)
+        return os_mpi_raise_win(win, "MPI_Win_get_group", OS_ERR(OS_ERR_ARG, "NULL group"));
+    return PMPI_Comm_group(w->comm, group);
+}
+
 static void put_info(const char *key, const char *value, void *ctx)
 {
     PMPI_Info_set(*(MPI_Info *)ctx, key, value);

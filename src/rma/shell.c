@@ -252,21 +252,35 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nod
         goto fail;
     /* The host MPI's window is only a handle; a dynamic one costs no memory.
      * Made without hints: each window sets its own (os_shell_set_hints).
-     * Open MPI 4.1 cannot make a dynamic window (nor MPI_Win_create) over
-     * one process: its osc/rdma refuses, natively too, and only osc/sm's
-     * MPI_Win_allocate works. There the handle is an allocated window of no
-     * memory. Errors come back to us, not to the program's handler, since
-     * we have a way on. */
-    MPI_Errhandler inherited;
+     * Open MPI 4.1 cannot always make one, natively either:
+     *   - over one process, osc/rdma refuses dynamic and created windows
+     *     and only osc/sm's MPI_Win_allocate works: an allocated window of
+     *     no memory;
+     *   - across hosts without RDMA hardware, no component takes any window
+     *     (osc/rdma wants an RDMA-capable BTL, osc/ucx the UCX PML, which
+     *     4.1 declines over TCP, osc/pt2pt MPI_THREAD_MULTIPLE): the handle
+     *     is a window over MPI_COMM_SELF. The handle serves locally only
+     *     (name, error handler, attributes, info; MPI_Win_get_group answers
+     *     from the shell), so one over this process alone serves as well.
+     * The host's choice is the same in every process (it depends on the
+     * communicator's processes and transports only), so the collective
+     * attempts stay matched. Errors come back to us, not to the program's
+     * handler, since we have a way on. */
+    MPI_Errhandler inherited, self_inherited;
     PMPI_Comm_get_errhandler(s->comm, &inherited);
     PMPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+    PMPI_Comm_get_errhandler(MPI_COMM_SELF, &self_inherited);
+    PMPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    void *none;
     int rc = PMPI_Win_create_dynamic(MPI_INFO_NULL, s->comm, &s->handle);
-    if (rc != MPI_SUCCESS) {
-        void *none;
+    if (rc != MPI_SUCCESS)
         rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, s->comm, &none, &s->handle);
-    }
+    if (rc != MPI_SUCCESS)
+        rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, MPI_COMM_SELF, &none, &s->handle);
     PMPI_Comm_set_errhandler(s->comm, inherited);
     PMPI_Errhandler_free(&inherited);
+    PMPI_Comm_set_errhandler(MPI_COMM_SELF, self_inherited);
+    PMPI_Errhandler_free(&self_inherited);
     if (rc != MPI_SUCCESS) {
         s->handle = MPI_WIN_NULL;
         st = OS_ERR(OS_ERR_OTHER, "the host MPI could not create a window handle");
