@@ -59,6 +59,18 @@ cmake --build build-asan
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --output-on-failure -E 'preload|randomaccess_detects|many_windows|matrix|vnode2|vnode_tcp|vnode_manager|vnode_network|torture_|busy_lock|watchdog|test_fatal|piggyback_(manager_(vnode2|tcp|off)|network)|direct_acc_vnode(2|_tcp|_network)|release_order_(hybrid|manager)|linalg|route_coop_(k2_g3|tcp|agg)|route_agg_no_timer|route_memory|route_(server_k2|coop_k1_g2)_test_([a-qs-z]|re)')
 
+# Open MPI's front end (handles as pointers, info, errors, requests,
+# datatypes) under ASan: the programs whose paths differ by host, on one
+# node and on virtual nodes of 1 (the engine's paths the MPICH run covers).
+cmake -S . -B build-asan-ompi -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_SANITIZE=ON \
+      -DONESIDED_HOST_MPI=openmpi -DONESIDED_TEST_NP=2 >/dev/null
+cmake --build build-asan-ompi
+(cd build-asan-ompi && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    ctest --output-on-failure \
+    -R '^(test_(ops|windows|errors|datatypes|reduce_ops|dtype_random|dynamic|sync)_np2|vnode1_test_(ops|windows|dynamic))$')
+
 stage "sanitizers: TSan over the threaded unit tests"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_TSAN=ON >/dev/null
 cmake --build build-tsan --target test_lock test_netlock test_reduce test_regions
@@ -85,7 +97,8 @@ stage "across hosts: the namespace cluster, 2 and 3 hosts, UCX over TCP"
 # 50 consecutive 4-process jobs must end (none may hang in MPI_Finalize),
 # the inter-node programs across 2 and 3 hosts, fatal errors end the job,
 # mpi4py's RMA tests across 2 and 3 hosts. Needs root (CI runs as root).
-bash tests/across_hosts.sh build
+# With build-ompi: Open MPI's mpirun across 2 and 3 hosts too.
+bash tests/across_hosts.sh build build-ompi
 
 stage "main job, smoke size: every benchmark runs and verifies its results"
 # Timings are not judged here; a failed verification or a missing output is.
