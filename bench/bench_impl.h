@@ -73,14 +73,20 @@ static inline bool bench_in_list(const char *list, const char *name)
     return false;
 }
 
-/* Which implementations run: BENCH_IMPLS, a comma list of names ("native",
- * "onesided"); both when unset. The main job runs one alone when the other
+/* Which implementations run: a comma list of names ("native", "onesided")
+ * given by a benchmark's own flag (bench_choose_impls) or else BENCH_IMPLS;
+ * both when neither says. The main job runs one alone when the other
  * crashes the job (Open MPI's own RMA does on some programs), so that a
  * native crash costs the native column, not the run. A benchmark reports
  * NaN for what did not run. */
+static const char *bench_impls_chosen;
+static inline void bench_choose_impls(const char *list)
+{
+    bench_impls_chosen = list;
+}
 static inline bool bench_impl_on(int k)
 {
-    const char *list = getenv("BENCH_IMPLS");
+    const char *list = bench_impls_chosen ? bench_impls_chosen : getenv("BENCH_IMPLS");
     return !list || !*list || bench_in_list(list, impls[k].name);
 }
 

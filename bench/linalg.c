@@ -797,8 +797,7 @@ static void run_jobs(job_t *jobs, int njobs, const layout_t *l, int reps)
 
 int main(int argc, char **argv)
 {
-    const char *sizes = "512,1024", *kernels = "dgemm,lu", *csv_path = NULL,
-               *impl_list = "native,onesided";
+    const char *sizes = "512,1024", *kernels = "dgemm,lu", *csv_path = NULL;
     int nb = 128, reps = 3;
     bool ablation = false, scalapack = true;
     MPI_Init(&argc, &argv);
@@ -809,7 +808,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--nb") && i + 1 < argc) nb = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = argv[++i];
-        else if (!strcmp(argv[i], "--impls") && i + 1 < argc) impl_list = argv[++i];
+        else if (!strcmp(argv[i], "--impls") && i + 1 < argc) bench_choose_impls(argv[++i]);
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(argv[i], "--ablation")) ablation = true;
         else if (!strcmp(argv[i], "--no-scalapack")) scalapack = false;
@@ -863,7 +862,7 @@ int main(int argc, char **argv)
         int nj = 0;
         if (bench_in_list(kernels, "dgemm")) {
             for (int k = 0; k < 2; k++)
-                if (bench_in_list(impl_list, impls[k].name))
+                if (bench_impl_on(k))
                     jobs[nj++] = job(J_RMA_DGEMM, &impls[k], all_on, "");
             for (size_t a = 0; ablation && a < sizeof abl / sizeof abl[0]; a++)
                 jobs[nj++] = job(J_RMA_DGEMM, &impls[IMPL_ONESIDED], abl[a].o, abl[a].name);
@@ -875,7 +874,7 @@ int main(int argc, char **argv)
         }
         if (bench_in_list(kernels, "lu")) {
             for (int k = 0; k < 2; k++)
-                if (bench_in_list(impl_list, impls[k].name))
+                if (bench_impl_on(k))
                     jobs[nj++] = job(J_RMA_LU, &impls[k], all_on, "");
             if (scalapack)
                 jobs[nj++] = job(J_PDGETRF, NULL, all_on, "");

@@ -260,7 +260,7 @@ static long long verify(u64 *table, bool sum, long long *raced)
 int main(int argc, char **argv)
 {
     int log2_local = 16;
-    const char *flavor = "allocate", *csv = NULL, *vlist = NULL, *only_impl = NULL;
+    const char *flavor = "allocate", *csv = NULL, *vlist = NULL;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
@@ -269,7 +269,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--flavor") && i + 1 < argc) flavor = argv[++i];
         else if (!strcmp(argv[i], "--variants") && i + 1 < argc) vlist = argv[++i];
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
-        else if (!strcmp(argv[i], "--impl") && i + 1 < argc) only_impl = argv[++i];
+        else if (!strcmp(argv[i], "--impl") && i + 1 < argc) bench_choose_impls(argv[++i]);
     }
     local_size = 1ull << log2_local;
     table_size = local_size * (u64)nprocs;
@@ -293,7 +293,7 @@ int main(int argc, char **argv)
             continue;
         for (int k = 0; k < (v == V_TWO_SIDED ? 1 : 2); k++) {
             const impl_t *m = &impls[k];
-            if (only_impl && v != V_TWO_SIDED && strcmp(only_impl, m->name))
+            if (v != V_TWO_SIDED && !bench_impl_on(k))
                 continue; /* profiling one implementation */
             MPI_Info info;
             MPI_Info_create(&info);
