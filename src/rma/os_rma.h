@@ -213,7 +213,7 @@ typedef struct os_shell {
     int node_first;       /* MPI_COMM_WORLD rank of the node's first process: its name */
     bool multinode;       /* some process of comm is on another node */
     os_nodes_t nodes;     /* what `node` is */
-    MPI_Win handle;       /* the host MPI's window handle (a dynamic window) */
+    MPI_Win handle;       /* the host MPI's window handle (shell.c says which kind) */
     /* the name the host gave the handle ("" in MPICH, "rdma window N" in
      * Open MPI, as for its own windows): each new window starts with it */
     char handle_name[MPI_MAX_OBJECT_NAME];
@@ -235,7 +235,7 @@ typedef struct os_shell {
 } os_shell_t;
 
 typedef struct os_win {
-    MPI_Win handle;  /* a host-MPI dynamic window: carries errhandler, attributes, name */
+    MPI_Win handle;  /* the shell's host handle: carries errhandler, attributes, name */
     pthread_mutex_t mtx; /* MPI_THREAD_MULTIPLE: held by the MPI call using the window */
     MPI_Comm comm;   /* private duplicate of the creation communicator */
     MPI_Group group;
