@@ -181,6 +181,9 @@ typedef enum {
     ONESIDED_STAT_FALLBACK_NO_CMA,  /* 1 for a window over private memory whose node-mates this
                                        process reaches through UCX and their progress threads,
                                        because the kernel refuses CMA here (ONESIDED_CMA) */
+    ONESIDED_STAT_LOCK_RELEASE_FLUSHED, /* network lock releases that first waited for the epoch's
+                                       RDMA, which took another path than the lock word (emulated,
+                                       or through the process that owns the memory's key) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -296,7 +296,7 @@ const char *onesided_stat_name(int stat)
         "dtype_reused", "fallback_route_direct", "requests_forwarded", "requests_applied_for_node",
         "requests_aggregated",
         "route_batches", "route_messages", "request_peers", "endpoints",
-        "request_buffer_bytes", "fallback_no_cma",
+        "request_buffer_bytes", "fallback_no_cma", "lock_release_flushed",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

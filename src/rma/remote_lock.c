@@ -140,32 +140,52 @@ static os_status_t net_lock(os_win_t *w, int target, bool exclusive, bool *parke
 /* The release of a network lock goes right behind the epoch's operations,
  * ordered by a fence, and one flush completes them all: one round trip
  * instead of a flush and then a fetching atomic. Accumulates sent as
- * requests are applied first (their acknowledgements). The fence orders
- * operations of one kind of path only: a put that UCX emulates (applied
- * later by the target's worker) and a release done by a shared-memory
- * atomic at once are not ordered by it, so that mix flushes the puts
- * first (a reader took the lock and saw half a put before this rule). */
+ * requests are applied first (their acknowledgements).
+ * A fence orders operations toward one process along one kind of path only.
+ * Where RDMA and the lock word take different paths, the epoch's RDMA is
+ * flushed before the release is posted:
+ *  - a put that UCX emulates (applied later by the target's worker) and a
+ *    release done at once by a shared-memory atomic (a reader took the lock
+ *    and saw half a put before this rule);
+ *  - RDMA to memory whose key another process owns (the node's first
+ *    process, for MPI_Win_allocate memory UCX allocated), emulated there by
+ *    that process's worker while the target's worker applies the release:
+ *    two processes, no order between them (a reader across hosts saw a
+ *    writer's second put missing, and a reader's get could run after a
+ *    writer had taken the lock it released).
+ * Both paths zero-copy means the origin itself did both, in order. */
+static bool release_ordered(const os_peer_t *p)
+{
+    if (p->zero_copy && p->word_zero_copy)
+        return true;
+    return p->rdma_world == p->world && p->zero_copy == p->word_zero_copy;
+}
+
 static os_status_t net_unlock(os_win_t *w, int target, bool exclusive)
 {
     const os_peer_t *p = &w->peers[target];
+    const bool remote = p->access == OS_PEER_REMOTE;
     os_nl_amo_t a = os_nl_release(exclusive);
+    os_status_t st = OS_OK, st2;
     os_req_await_acks(w, target);
-    if (p->access == OS_PEER_REMOTE && w->dirty[target] && p->zero_copy != p->word_zero_copy) {
-        os_status_t st = os_ucx_flush(p->rdma_world);
+    if (remote && w->dirty[target] && !release_ordered(p)) {
+        OS_STAT(w, LOCK_RELEASE_FLUSHED, 1);
+        st = os_ucx_flush(p->rdma_world);
         w->dirty[target] = 0;
         if (st)
             return st;
     }
     os_ucx_fence();
-    os_status_t st = os_ucx_atomic_post(p->world, OS_UCX_AMO_ADD, 8, a.value,
-                                        w->nl_addr[target], w->nl_rkey[target]);
-    os_status_t st2 = os_ucx_flush(p->world);
-    if (p->access == OS_PEER_REMOTE && w->dirty[target] && p->rdma_world != p->world) {
+    st = os_ucx_atomic_post(p->world, OS_UCX_AMO_ADD, 8, a.value, w->nl_addr[target],
+                            w->nl_rkey[target]);
+    st2 = os_ucx_flush(p->world);
+    if (remote && w->dirty[target] && p->rdma_world != p->world) {
+        /* Zero-copy both ways: done already, but complete it for the epoch. */
         os_status_t st3 = os_ucx_flush(p->rdma_world);
         if (!st2)
             st2 = st3;
     }
-    if (p->access == OS_PEER_REMOTE)
+    if (remote)
         w->dirty[target] = 0;
     return st ? st : st2;
 }
