@@ -30,7 +30,7 @@
  */
 #include "bench_impl.h"
 #include "onesided.h"
-#include "rma/os_route.h"
+#include "rma/net/os_route.h"
 
 #include <math.h>
 #include <unistd.h>

@@ -42,7 +42,7 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
         MPI_Request req;
         int flag = 0;
         bool mine_done = false, entered = false;
-        os_route_drain();
+        os_net_drain();
         os_ucx_quiesce();
         PMPI_Barrier(MPI_COMM_WORLD);
         os_ucx_close_start();
@@ -146,8 +146,7 @@ static void start_network(bool needed)
     PMPI_Bcast(&first, 1, MPI_INT, 0, nodes);
     PMPI_Comm_free(&nodes);
     PMPI_Allgather(&first, 1, MPI_INT, server_of, 1, MPI_INT, MPI_COMM_WORLD);
-    if (os_ucx_set_peers(wsize, all, off, sz) || os_remote_init() ||
-        os_route_setup(wsize, me, server_of))
+    if (os_ucx_set_peers(wsize, all, off, sz) || os_net_init(wsize, me, server_of))
         os_log(1, "the UCX transport could not be set up");
     free(server_of);
     free(all);

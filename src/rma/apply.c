@@ -3,7 +3,7 @@
  * paths (CPU atomics, the bulk handshake, the accumulate mutex, plain
  * updates under an exclusive lock) and compare-and-swap. The one owner of
  * these paths: the origin's operations (ops.c), coalesced batches
- * (coalesce.c) and requests other nodes send (remote_serve.c) all come
+ * (coalesce.c) and requests other nodes send (net/serve.c) all come
  * here, so that every path on one location makes the same choice. */
 #include "os_rma.h"
 

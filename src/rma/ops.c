@@ -1,5 +1,5 @@
 /* RMA operations: checks, epochs, the single-element fast path, then the
- * data movement (apply.c on this node, remote.c to others). On this node
+ * data movement (apply.c on this node, net/ to others). On this node
  * everything completes before the call returns (memory is mapped or reached
  * by CMA), so flush and unlock need only order memory. */
 #include "os_rma.h"

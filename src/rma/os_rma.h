@@ -54,7 +54,7 @@ typedef enum {
     OS_HOLD_CPU,      /* the CPU ticket lock, by this process */
     OS_HOLD_MANAGER,  /* the CPU ticket lock, by the target's lock manager for us */
     OS_HOLD_NET,      /* the network lock word */
-    OS_HOLD_DEFERRED, /* manager design: not asked for yet (lock piggybacking, remote.c) */
+    OS_HOLD_DEFERRED, /* manager design: not asked for yet (lock piggybacking, net/lock.c) */
 } os_lock_hold_t;
 
 /* How this process reaches a peer's window memory: mapped, by CMA system
@@ -272,22 +272,22 @@ typedef struct os_win {
 
     os_acc_batch_t *acc_batch; /* [nranks] coalesced accumulates, passive epochs only */
 
-    /* between nodes (remote.c) */
+    /* between nodes (net/) */
     bool multinode;          /* some peer is on another (real or virtual) node */
     uint64_t id;             /* the same in every process: names the window in requests */
     os_ucx_reg_t reg;        /* this process's window memory, registered */
     uint8_t *dirty;          /* [nranks] RDMA issued since the last flush */
     _Atomic int64_t *acks;   /* [nranks] accumulates sent and not yet acknowledged */
     _Atomic uint64_t served, served_thread, deferred; /* requests served as a target */
-    int route;               /* os_route_t of its requests (remote_route.c) */
+    int route;               /* os_route_t of its requests (net/forward.c) */
     os_hmap_t node_mates;    /* world rank + 1 -> window rank + 1 of the processes whose
                               * memory this one maps: its node server applies for them */
-    /* passive-target locks of a window spanning nodes (remote.c) */
+    /* passive-target locks of a window spanning nodes (net/lock.c) */
     _Atomic uint64_t *netword; /* this process's network lock word (UCX memory) */
     os_ucx_reg_t netreg;
     uint64_t *nl_addr;         /* [nranks] every process's lock word... */
     void **nl_rkey;            /* ... and key: the node's own lockers use it too */
-    os_hyb_mgr_t hyb;          /* this process's hybrid lock manager (under remote.c's lock) */
+    os_hyb_mgr_t hyb;          /* this process's hybrid lock manager (under net/serve.c's lock) */
     bool hyb_ready;
     uint8_t *lock_how;         /* [nranks] os_lock_hold_t of each held lock */
     struct os_kept_op *kept;   /* [nranks] a deferred lock's operation, kept for unlock */
@@ -385,7 +385,7 @@ void os_acc_atomic_enter(os_win_t *w, int target);
 bool os_acc_atomic_try_enter(os_win_t *w, int target);
 void os_acc_atomic_exit(os_win_t *w);
 
-/* apply.c: for remote_serve.c */
+/* apply.c: for net/serve.c */
 /* A contiguous piece of a target buffer in a request from another node:
  * a byte offset in the window, or an address for dynamic windows. */
 typedef struct {
@@ -400,8 +400,13 @@ bool os_acc_try_apply(os_win_t *w, int target, bool cas, bool fetch, os_op_t op,
                       os_basic_t basic, size_t esize, char *const *addr, const os_run_t *runs,
                       uint32_t nruns, const char *odata, char *fdata, const char *compare);
 
-/* remote.c */
-os_status_t os_remote_init(void);
+/* net/: the network path, toward targets on other nodes (net/os_net.h).
+ * Started at MPI_Init, once UCX knows every process: server_of[p] is the
+ * MPI_COMM_WORLD rank of p's (real or virtual) node's first process, its
+ * communication server for request routes (paper 004). */
+os_status_t os_net_init(int nprocs, int me, const int *server_of);
+/* Send what forwarding queues still hold (MPI_Finalize). */
+void os_net_drain(void);
 os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes);
 void os_remote_win_teardown(os_win_t *w);
 os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr);
@@ -426,14 +431,6 @@ os_status_t os_remote_post(os_win_t *w, int origin);
 os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b);
 os_status_t os_remote_complete(os_win_t *w, int target);
 void os_remote_stats_sync(os_win_t *w);
-/* remote_route.c: request routes between nodes (paper 004). At network
- * start, once UCX knows every process: server_of[p] is the MPI_COMM_WORLD
- * rank of p's (real or virtual) node's first process, its communication
- * server, which starts its progress thread when ONESIDED_ROUTE is not
- * direct. */
-os_status_t os_route_setup(int nprocs, int me, const int *server_of);
-/* Send what forwarding queues still hold (MPI_Finalize). */
-void os_route_drain(void);
 
 /* coalesce.c */
 /* Queue a small accumulate when the window coalesces it; false = do it now. */

@@ -2,7 +2,7 @@
  * design allows, keeps one path per origin and target (same-origin
  * ordering), and needs the connection state the design promises, for even
  * and uneven node and group sizes. */
-#include "rma/os_route.h"
+#include "rma/net/os_route.h"
 #include "unit.h"
 
 #include <stdlib.h>

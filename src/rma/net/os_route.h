@@ -2,7 +2,7 @@
  * Request routes between nodes (paper 004, multinode cooperation): which
  * process a request or reply goes to next on its way to its destination.
  * Pure functions of the job's layout (no MPI, no network), so that the
- * forwarding engine (remote_route.c), the memory model the benchmark prints
+ * forwarding engine (forward.c), the memory model the benchmark prints
  * for thousands of processes, and the unit tests all use the same code.
  *
  * Processes and nodes: MPI_COMM_WORLD ranks, and the (real or virtual) node
@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/os_util.h"
+#include "../../util/os_util.h"
 
 typedef enum { OS_ROUTE_DIRECT = 0, OS_ROUTE_SERVER = 1, OS_ROUTE_COOPERATIVE = 2 } os_route_t;
 

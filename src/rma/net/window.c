@@ -1,8 +1,8 @@
 /* Between nodes: a window's remote state over its lifetime. One exchange at
  * creation (the memory's packed key, the lock word's, whose endpoint reaches
  * the memory), the keys unpacked and probed for zero copy; undone at free.
- * The operations that use them are in remote.c. */
-#include "os_remote.h"
+ * The operations that use them are in origin.c. */
+#include "os_net.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -102,7 +102,7 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
     w->route = w->cfg.route;
     if (w->route < OS_ROUTE_DIRECT || w->route > OS_ROUTE_COOPERATIVE)
         return OS_ERR(OS_ERR_INFO, "onesided_route=%d is not a route", w->route);
-    if (w->route != OS_ROUTE_DIRECT && os_route_job() == OS_ROUTE_DIRECT) {
+    if (w->route != OS_ROUTE_DIRECT && os_fwd_job() == OS_ROUTE_DIRECT) {
         /* No server runs: they start with the job (ONESIDED_ROUTE). */
         static bool told;
         if (!told)

@@ -2,9 +2,9 @@
  * its reply (os_req_call) or is acknowledged later by decrementing a counter
  * that flush and unlock wait on (os_req_post_acked); both carry the target
  * runs and origin data os_req_build packs. Used by the operations
- * (remote.c) and the lock epochs (remote_lock.c); the target's side is
- * remote_serve.c, the protocol os_remote.h. */
-#include "os_remote.h"
+ * (origin.c) and the lock epochs (lock.c); the target's side is serve.c,
+ * the protocol os_net.h; forward.c moves the messages. */
+#include "os_net.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,50 +45,12 @@ void os_req_on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const
 }
 
 
-/* The backoff hook: progress the network, but never from inside a handler
- * (UCX does not allow recursive progress). */
-static __thread int progress_depth;
-void os_req_progress(void)
-{
-    if (progress_depth)
-        return;
-    progress_depth++;
-    os_ucx_progress();
-    progress_depth--;
-}
-
-/* The transport's idle hook: the request server's retries (lock requests
- * wait for a CPU unlock, which sends no message: every OS_UCX_RETRY_US)
- * and the forwarding queues' held batches. */
-static int remote_idle(unsigned events)
-{
-    const int retry = os_serve_retry() ? OS_UCX_RETRY_US : -1;
-    const int route = os_route_idle(events);
-    return retry < 0 ? route : route < 0 || retry < route ? retry : route;
-}
-
-os_status_t os_remote_init(void)
-{
-    os_status_t st;
-    if ((st = os_ucx_am_register(AM_REQUEST, os_serve_request, NULL)) ||
-        (st = os_ucx_am_register(AM_REPLY, os_req_on_reply, NULL)))
-        return st;
-    os_ucx_set_idle_hook(remote_idle);
-    os_backoff_hook = os_req_progress;
-    return OS_OK;
-}
-
 /* A request to target, on the window's route. */
 static os_status_t req_send(os_win_t *w, int target, const req_hdr_t *h, const void *data,
                             size_t dlen)
 {
-    const int world = w->peers[target].world;
-    if (w->route == OS_ROUTE_DIRECT) {
-        os_route_note_peer(world);
-        return os_ucx_am_send(world, AM_REQUEST, h, sizeof *h, data, dlen);
-    }
-    return os_route_send((os_route_t)w->route, w->cfg.agg_window_us, world, AM_REQUEST, h,
-                         sizeof *h, data, dlen);
+    return os_fwd_send((os_route_t)w->route, w->cfg.agg_window_us, w->peers[target].world,
+                       AM_REQUEST, h, sizeof *h, data, dlen);
 }
 
 /* Send a request and wait for its reply (into buf, up to cap bytes). */
@@ -106,7 +68,7 @@ os_status_t os_req_call_grant(os_win_t *w, int target, req_hdr_t *h, const void 
         return st;
     os_backoff_t b = OS_BACKOFF_INIT;
     while (!atomic_load_explicit(&slot.done, memory_order_acquire)) {
-        os_req_progress();
+        os_fwd_progress();
         os_backoff_wait(&b);
     }
     if (grant)
@@ -201,24 +163,12 @@ void os_req_scatter(void *base, const os_dtype_t *t, size_t count, const char *s
     }
 }
 
-bool os_remote_req_test(os_ucx_done_t *d, os_status_t *st)
-{
-    if (atomic_load_explicit(&d->pending, memory_order_acquire) > 0)
-        os_req_progress();
-    if (atomic_load_explicit(&d->pending, memory_order_acquire) > 0)
-        return false;
-    *st = atomic_load_explicit(&d->failed, memory_order_relaxed)
-              ? OS_ERR(OS_ERR_OTHER, "UCX: a request-based put or get failed")
-              : OS_OK;
-    return true;
-}
-
 /* Until every accumulate sent to target as a request has been applied. */
 void os_req_await_acks(os_win_t *w, int target)
 {
     os_backoff_t b = OS_BACKOFF_INIT;
     while (atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0) {
-        os_req_progress();
+        os_fwd_progress();
         os_backoff_wait(&b);
     }
 }

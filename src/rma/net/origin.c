@@ -28,11 +28,11 @@
  *                   process queued operations, those and one barrier; sync.c)
  *
  * This file is the origin's operations and their completion (flush,
- * complete); lock epochs are remote_lock.c, requests and replies
- * remote_msg.c, a window's keys remote_win.c, and the target serves
- * requests in remote_serve.c (the protocol between them: os_remote.h).
+ * complete); lock epochs are lock.c, requests and replies request.c, a
+ * window's keys window.c, and the target serves requests in serve.c
+ * (os_net.h lists the layers and the protocol between them).
  */
-#include "os_remote.h"
+#include "os_net.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +278,19 @@ os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b
     return st;
 }
 
+bool os_remote_req_test(os_ucx_done_t *d, os_status_t *st)
+{
+    if (atomic_load_explicit(&d->pending, memory_order_acquire) > 0)
+        os_fwd_progress();
+    if (atomic_load_explicit(&d->pending, memory_order_acquire) > 0)
+        return false;
+    *st = atomic_load_explicit(&d->failed, memory_order_relaxed)
+              ? OS_ERR(OS_ERR_OTHER, "UCX: a request-based put or get failed")
+              : OS_OK;
+    return true;
+}
+
+
 os_status_t os_remote_flush(os_win_t *w, int target)
 {
     if (!w->multinode)
@@ -319,5 +332,5 @@ void os_remote_stats_sync(os_win_t *w)
 {
     os_serve_stats_sync(w);
     if (w->multinode)
-        os_route_stats(&w->stats);
+        os_fwd_stats(&w->stats);
 }

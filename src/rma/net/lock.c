@@ -1,8 +1,8 @@
 /* Between nodes: lock epochs toward a target on another node, in the three
- * designs (paper 000: manager, network, hybrid; remote.c's header comment
+ * designs (paper 000: manager, network, hybrid; origin.c's header comment
  * says how each works) and with lock piggybacking (paper 003). Sends its
- * requests through remote_msg.c. */
-#include "os_remote.h"
+ * requests through request.c. */
+#include "os_net.h"
 
 #include <stdlib.h>
 #include <string.h>

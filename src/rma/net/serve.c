@@ -1,13 +1,13 @@
 /*
  * Between nodes, the target side: the request server. Requests from
- * origins on other nodes (remote.c says which operations travel as
+ * origins on other nodes (origin.c says which operations travel as
  * requests) are served during progress: by the progress thread, or by any
  * wait of the target process. Serving never blocks, because it may run
  * inside a wait of the same thread: a request that would have to wait (for
  * the accumulate mutex, a bulk accumulate, or its turn on the lock) is kept
  * and retried from the transport's idle hook.
  */
-#include "os_remote.h"
+#include "os_net.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -71,7 +71,7 @@ static __thread outbox_t *outbox;
 
 static void send_now(void *reply, const reply_hdr_t *r, const void *data, size_t dlen)
 {
-    os_status_t s = os_route_answer(reply, AM_REPLY, r, sizeof *r, data, dlen);
+    os_status_t s = os_fwd_answer(reply, AM_REPLY, r, sizeof *r, data, dlen);
     if (s)
         os_log(1, "cannot answer a request: %s", os_status_name(s));
 }
@@ -461,8 +461,8 @@ void os_serve_request(void *arg, void *reply, const void *hdr, size_t hlen, cons
     os_win_t *w = find_win(h->win);
     /* The direct route's sender is a peer; a routed request's is its last
      * hop, which the route counted. */
-    if (w && !os_route_is_handle(reply) && h->src >= 0 && h->src < w->nranks)
-        os_route_note_peer(w->peers[h->src].world);
+    if (w && !os_fwd_is_handle(reply) && h->src >= 0 && h->src < w->nranks)
+        os_fwd_note_peer(w->peers[h->src].world);
     if (w)
         serve(w, reply, h, data, dlen);
     else

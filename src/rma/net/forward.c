@@ -1,13 +1,15 @@
 /*
- * Between nodes: request routes, forwarding and aggregation (paper 004,
- * multinode cooperation). os_route.h says who forwards for whom; this file
- * moves requests and replies along those routes.
+ * Between nodes: moving requests and replies, the network path's lowest
+ * layer (os_net.h). A message goes to its destination directly, or along a
+ * request route with forwarding and aggregation (paper 004, multinode
+ * cooperation; os_route.h says who forwards for whom). What arrives for this
+ * process goes to the handlers the layers above gave os_fwd_setup, so that
+ * this file calls none of them by name.
  *
  * A routed message is a batch of entries, each naming its final destination
  * and its first sender (MPI_COMM_WORLD ranks) around a request or reply as
- * remote_msg.c and remote_serve.c build them. A process that receives a
- * batch hands the entries addressed to it to the request server or to the
- * reply handler; a node server applies data requests for its node-mates
+ * request.c and serve.c build them. A process that receives a batch hands
+ * the entries addressed to it to the request or reply handler; a node server applies data requests for its node-mates
  * itself, in the node's shared memory, as any process of the node may; it
  * queues the rest for their next hop. Replies go back
  * by the same routing function (no process remembers a request it passed
@@ -34,8 +36,7 @@
  * lock but never under the queue lock (lock order: send lock, transport,
  * request server's registry, queue lock).
  */
-#include "os_remote.h"
-#include "os_route.h"
+#include "os_net.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -76,6 +77,7 @@ static struct {
     pthread_mutex_t send_lock;
     bool ready;
     int me;
+    os_fwd_handlers_t up;     /* the layers above: where arriving messages go */
     os_route_t job;           /* ONESIDED_ROUTE: the servers run */
     os_route_topo_t topo;
     os_hmap_t queues;         /* peer + 1 -> outq_t */
@@ -97,7 +99,7 @@ static void on_routed(void *arg, void *reply, const void *hdr, size_t hlen, cons
 
 /* ------------------------------------------------------------ bookkeeping */
 
-void os_route_note_peer(int world)
+void os_fwd_note_peer(int world)
 {
     if (!R.peers || world < 0 || world >= R.topo.nprocs || world == R.me)
         return;
@@ -112,10 +114,25 @@ static bool is_server(void)
     return R.topo.server[R.topo.node_of[R.me]] == R.me;
 }
 
-os_status_t os_route_setup(int nprocs, int me, const int *server_of)
+/* The backoff hook: progress the network, but never from inside a handler
+ * (UCX does not allow recursive progress). */
+static __thread int progress_depth;
+void os_fwd_progress(void)
+{
+    if (progress_depth)
+        return;
+    progress_depth++;
+    os_ucx_progress();
+    progress_depth--;
+}
+
+static int idle(unsigned events);
+
+os_status_t os_fwd_setup(int nprocs, int me, const int *server_of, const os_fwd_handlers_t *h)
 {
     os_status_t st;
     R.me = me;
+    R.up = *h;
     R.job = (os_route_t)os_config.route;
     if (R.job < OS_ROUTE_DIRECT || R.job > OS_ROUTE_COOPERATIVE) {
         os_log(1, "ONESIDED_ROUTE=%d is not a route: direct", os_config.route);
@@ -126,8 +143,12 @@ os_status_t os_route_setup(int nprocs, int me, const int *server_of)
     R.peers = calloc((size_t)(nprocs + 63) / 64, sizeof *R.peers);
     if (!R.peers)
         return OS_ERR(OS_ERR_NOMEM, "request peer set of %d processes", nprocs);
-    if ((st = os_ucx_am_register(AM_ROUTED, on_routed, NULL)))
+    if ((st = os_ucx_am_register(AM_REQUEST, h->request, NULL)) ||
+        (st = os_ucx_am_register(AM_REPLY, h->reply, NULL)) ||
+        (st = os_ucx_am_register(AM_ROUTED, on_routed, NULL)))
         return st;
+    os_ucx_set_idle_hook(idle);
+    os_backoff_hook = os_fwd_progress;
     R.ready = true;
     /* A server forwards while its application computes or waits in the
      * host MPI: only a thread of its own can. */
@@ -136,7 +157,7 @@ os_status_t os_route_setup(int nprocs, int me, const int *server_of)
     return st;
 }
 
-os_route_t os_route_job(void)
+os_route_t os_fwd_job(void)
 {
     return R.ready ? R.job : OS_ROUTE_DIRECT;
 }
@@ -201,7 +222,7 @@ static os_status_t enqueue(int peer, const entry_t *e, const void *hdr, const vo
         if (!q->deadline || end < q->deadline)
             q->deadline = end;
     }
-    os_route_note_peer(peer);
+    os_fwd_note_peer(peer);
     return OS_OK;
 }
 
@@ -306,11 +327,9 @@ static int flush(bool all)
 
 /* ---------------------------------------------------------------- sending */
 
-os_status_t os_route_send(os_route_t route, int agg_us, int dst, unsigned am, const void *hdr,
+static os_status_t route_send(os_route_t route, int agg_us, int dst, unsigned am, const void *hdr,
                           size_t hlen, const void *data, size_t dlen)
 {
-    if (!R.ready)
-        return OS_ERR(OS_ERR_OTHER, "request routes were not set up");
     const entry_t e = { .dst = dst, .src = R.me, .am = (uint8_t)am, .route = (uint8_t)route,
                         .agg_us = (uint16_t)(agg_us < 0 ? 0 : agg_us > 65535 ? 65535 : agg_us),
                         .hlen = (uint32_t)hlen, .dlen = (uint32_t)dlen };
@@ -328,6 +347,18 @@ os_status_t os_route_send(os_route_t route, int agg_us, int dst, unsigned am, co
     return OS_OK;
 }
 
+os_status_t os_fwd_send(os_route_t route, int agg_us, int dst, unsigned am, const void *hdr,
+                        size_t hlen, const void *data, size_t dlen)
+{
+    if (!R.ready)
+        return OS_ERR(OS_ERR_OTHER, "the network path was not set up");
+    if (route == OS_ROUTE_DIRECT) {
+        os_fwd_note_peer(dst);
+        return os_ucx_am_send(dst, am, hdr, hlen, data, dlen);
+    }
+    return route_send(route, agg_us, dst, am, hdr, hlen, data, dlen);
+}
+
 /* Reply handles: the transport's (a reply endpoint, an aligned pointer) or
  * ours, odd: bit 0 set, route in bits 1-2, the window in 3-18, the origin
  * above. */
@@ -337,19 +368,19 @@ static void *route_handle(int src, int route, int agg_us)
                     ((uintptr_t)(route & 3) << 1) | 1);
 }
 
-bool os_route_is_handle(const void *reply)
+bool os_fwd_is_handle(const void *reply)
 {
     return (uintptr_t)reply & 1;
 }
 
-os_status_t os_route_answer(void *reply, unsigned am, const void *hdr, size_t hlen,
+os_status_t os_fwd_answer(void *reply, unsigned am, const void *hdr, size_t hlen,
                             const void *data, size_t dlen)
 {
     const uintptr_t v = (uintptr_t)reply;
     if (!(v & 1))
         return os_ucx_am_reply(reply, am, hdr, hlen, data, dlen);
-    return os_route_send((os_route_t)((v >> 1) & 3), (int)((v >> 3) & 0xffff), (int)(v >> 19),
-                         am, hdr, hlen, data, dlen);
+    return route_send((os_route_t)((v >> 1) & 3), (int)((v >> 3) & 0xffff), (int)(v >> 19), am,
+                      hdr, hlen, data, dlen);
 }
 
 /* -------------------------------------------------------------- receiving */
@@ -365,7 +396,7 @@ static void on_routed(void *arg, void *reply, const void *hdr, size_t hlen, cons
         return;
     }
     memcpy(&bh, hdr, sizeof bh);
-    os_route_note_peer(bh.from);
+    os_fwd_note_peer(bh.from);
     const char *p = data, *end = p + dlen;
     for (uint32_t i = 0; i < bh.count; i++) {
         entry_t e;
@@ -383,8 +414,8 @@ static void on_routed(void *arg, void *reply, const void *hdr, size_t hlen, cons
         }
         if (e.dst != R.me && e.am == AM_REQUEST &&
             R.topo.node_of[e.dst] == R.topo.node_of[R.me] &&
-            os_serve_for(e.dst, route_handle(e.src, e.route, e.agg_us), eh, e.hlen, ed,
-                         e.dlen)) {
+            R.up.serve_for(e.dst, route_handle(e.src, e.route, e.agg_us), eh, e.hlen, ed,
+                           e.dlen)) {
             /* The node server applies it to its node-mate's memory: one hop,
              * and the target's thread, saved. */
             atomic_fetch_add_explicit(&R.applied, 1, memory_order_relaxed);
@@ -406,16 +437,18 @@ static void on_routed(void *arg, void *reply, const void *hdr, size_t hlen, cons
         /* Ours: a request to serve (answered by route), or a reply. Both
          * read their header through an aligned copy. */
         if (e.am == AM_REQUEST)
-            os_serve_request(NULL, route_handle(e.src, e.route, e.agg_us), eh, e.hlen, ed,
-                             e.dlen);
+            R.up.request(NULL, route_handle(e.src, e.route, e.agg_us), eh, e.hlen, ed, e.dlen);
         else
-            os_req_on_reply(NULL, NULL, eh, e.hlen, ed, e.dlen);
+            R.up.reply(NULL, NULL, eh, e.hlen, ed, e.dlen);
     }
 }
 
-int os_route_idle(unsigned events)
+/* Routed batches held for more: send what is due (everything when the
+ * last progress round delivered no event); microseconds until a held batch
+ * is due, -1 when none is held. */
+static int route_idle(unsigned events)
 {
-    if (!R.ready || !R.nlist)
+    if (!R.nlist)
         return -1;
     /* The event-driven window: a server holds entries only while events
      * keep coming (more requests to gather); once a progress round finds
@@ -425,13 +458,23 @@ int os_route_idle(unsigned events)
     return os_config.agg_timer ? wait_us : -1;
 }
 
-void os_route_drain(void)
+/* The transport's idle hook: the retries of the layers above (a lock
+ * request waits for a CPU unlock, which sends no message: every
+ * OS_UCX_RETRY_US) and the forwarding queues' held batches. */
+static int idle(unsigned events)
+{
+    const int retry = R.up.retry && R.up.retry() ? OS_UCX_RETRY_US : -1;
+    const int route = route_idle(events);
+    return retry < 0 ? route : route < 0 || retry < route ? retry : route;
+}
+
+void os_net_drain(void)
 {
     if (R.ready)
         (void)flush(true);
 }
 
-void os_route_stats(onesided_win_stats_t *s)
+void os_fwd_stats(onesided_win_stats_t *s)
 {
     s->counter[ONESIDED_STAT_REQUESTS_FORWARDED] = atomic_load(&R.forwarded);
     s->counter[ONESIDED_STAT_REQUESTS_APPLIED_FOR_NODE] = atomic_load(&R.applied);

@@ -1,0 +1,172 @@
+/*
+ * The network path's own header: how an origin on one node reaches a target
+ * process on another. The node path (src/rma) calls into it through the
+ * os_remote_* functions os_rma.h declares; nothing outside this folder
+ * includes this header.
+ *
+ * Layers, each calling only those listed before it (as MPICH ch4 keeps its
+ * netmod apart from its shm path):
+ *   route_table.c  which process a message goes to next (os_route.h; pure)
+ *   forward.c      moving messages: sending (direct or along a route),
+ *                  forwarding and aggregating for others, answering, and
+ *                  handing what arrives for this process to the handlers
+ *                  the layers above give it; network progress
+ *   request.c      the origin's requests and their replies
+ *   serve.c        the target's side: serving requests
+ *   lock.c         lock epochs toward another node (the three designs)
+ *   origin.c       the origin's operations and their completion
+ *   window.c       a window's network state: keys, lock word, route
+ *   init.c         starts the network path: wires request.c's reply
+ *                  handler and serve.c's request server into forward.c
+ * scripts/check_layers.sh checks that order on the object files (ctest
+ * net_layers).
+ */
+#ifndef OS_NET_H
+#define OS_NET_H
+
+#include "../os_rma.h"
+#include "os_route.h"
+
+enum { AM_REQUEST = 1, AM_REPLY = 2, AM_ROUTED = 3 };
+
+typedef enum {
+    K_ACC, K_FETCH, K_CAS, K_PUT, K_GET, K_LOCK, K_UNLOCK, K_POST, K_COMPLETE,
+    K_LOCK_OP /* lock, one operation (an inner header and its data), unlock */
+} req_kind_t;
+
+typedef struct {
+    uint64_t win;   /* window id, the same in every process */
+    uint64_t token; /* origin's reply slot; 0 = none */
+    int32_t src;    /* sender's rank in the window */
+    uint8_t kind;   /* req_kind_t */
+    uint8_t op;     /* os_op_t; K_LOCK, K_UNLOCK, K_LOCK_OP: 1 = exclusive */
+    uint8_t basic;
+    uint8_t ack;    /* reply by decrementing the sender's ack counter (token) */
+    uint32_t esize;
+    uint32_t nruns;
+    uint64_t bytes; /* origin data bytes after the runs */
+} req_hdr_t;
+
+typedef struct {
+    uint64_t token;
+    int32_t status; /* os_status_t at the target */
+    uint8_t ack;    /* token is an _Atomic int64_t counter to decrement */
+    uint8_t grant;  /* K_LOCK: grant_t */
+    uint8_t pad[2];
+} reply_hdr_t;
+
+/* How the lock manager answered a lock request (K_LOCK's `basic` is 1 for a
+ * hybrid request, one that found the network word parked). */
+typedef enum { GRANT_CPU, GRANT_NET, GRANT_RETRY } grant_t;
+
+/* forward.c: moving messages (the lowest layer; see above). */
+/* What forward.c hands messages addressed to this process to. */
+typedef struct {
+    /* A request, answered through `reply` with os_fwd_answer. */
+    os_ucx_am_fn request;
+    /* A reply to one of this process's requests. */
+    os_ucx_am_fn reply;
+    /* A routed request for node-mate `world` (a world rank) that its node
+     * server may apply itself, in memory it maps: true when taken. */
+    bool (*serve_for)(int world, void *reply, const void *hdr, size_t hlen, const void *data,
+                      size_t dlen);
+    /* The idle hook's part above: true while requests wait for a retry
+     * (every OS_UCX_RETRY_US). */
+    bool (*retry)(void);
+} os_fwd_handlers_t;
+/* At network start, once UCX knows every process: server_of[p] is the
+ * MPI_COMM_WORLD rank of p's (real or virtual) node's first process, its
+ * communication server, which starts its progress thread when
+ * ONESIDED_ROUTE is not direct. */
+os_status_t os_fwd_setup(int nprocs, int me, const int *server_of, const os_fwd_handlers_t *h);
+/* Send a request or reply to dst (world rank) along route; agg_us: how long
+ * a forwarding server may hold it for a batch. */
+os_status_t os_fwd_send(os_route_t route, int agg_us, int dst, unsigned am, const void *hdr,
+                        size_t hlen, const void *data, size_t dlen);
+/* Answer a request on the path it came: a transport reply handle, or one
+ * of ours (a routed request; os_fwd_is_handle). */
+os_status_t os_fwd_answer(void *reply, unsigned am, const void *hdr, size_t hlen,
+                          const void *data, size_t dlen);
+bool os_fwd_is_handle(const void *reply);
+/* The route the job's servers run (direct: none run). */
+os_route_t os_fwd_job(void);
+/* Count world rank as a process this one exchanges requests with. */
+void os_fwd_note_peer(int world);
+/* Progress the network (never from inside a handler: UCX does not allow
+ * recursive progress). */
+void os_fwd_progress(void);
+/* The process-wide route counters into a window's statistics. */
+void os_fwd_stats(onesided_win_stats_t *s);
+
+/* request.c: requests to a target on another node. */
+/* Send a request and wait for its reply (fetched bytes into buf, up to cap);
+ * the _grant form also returns a lock request's grant_t. */
+os_status_t os_req_call_grant(os_win_t *w, int target, req_hdr_t *h, const void *data,
+                              size_t dlen, void *buf, size_t cap, uint8_t *grant);
+os_status_t os_req_call(os_win_t *w, int target, req_hdr_t *h, const void *data, size_t dlen,
+                        void *buf, size_t cap);
+/* Send a request whose reply only decrements w->acks[target]. */
+os_status_t os_req_post_acked(os_win_t *w, int target, req_hdr_t *h, const void *data,
+                              size_t dlen);
+os_status_t os_req_post_noreply(os_win_t *w, int target, req_hdr_t *h);
+/* Pack an operation's target runs (offsets; addresses for dynamic windows)
+ * and, with_data, its origin data: *msg is malloc'd. */
+os_status_t os_req_build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool with_data,
+                         char **msg, size_t *mlen, uint32_t *nruns, size_t *total);
+/* Unpack bytes into `count` elements of t at base. */
+void os_req_scatter(void *base, const os_dtype_t *t, size_t count, const char *src,
+                    size_t bytes);
+/* A request that carries an operation inside a held lock: puts and
+ * accumulates are acknowledged at the next flush, the rest wait for their
+ * reply (rbytes fetched bytes scattered into rbuf). */
+os_status_t os_req_send_op(os_win_t *w, int target, req_hdr_t *h, const char *msg, size_t mlen,
+                           void *rbuf, const os_dtype_t *rtype, size_t rcount, size_t rbytes);
+/* Until every request posted to target has been applied. */
+void os_req_await_acks(os_win_t *w, int target);
+/* RDMA to target flushed and its requests acknowledged. */
+os_status_t os_req_flush(os_win_t *w, int target);
+
+/* The reply handler, for replies that came direct or by route. */
+void os_req_on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
+                     size_t dlen);
+
+/* serve.c: the target side. */
+/* The active-message handler of requests. */
+void os_serve_request(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
+                      size_t dlen);
+/* A routed request for node-mate `world` (a world rank) that its node server
+ * can apply itself, in memory it maps (a data request on a window it belongs
+ * to): served or kept, true; false when the target must serve it. */
+bool os_serve_for(int world, void *reply, const void *hdr, size_t hlen, const void *data,
+                  size_t dlen);
+/* The transport's idle hook: retry kept requests; true while some wait. */
+bool os_serve_retry(void);
+/* Make w known to the request server (before any process can learn its
+ * keys), and forget it (its hybrid lock no longer needs polling). */
+os_status_t os_serve_register(os_win_t *w);
+void os_serve_unregister(os_win_t *w);
+/* The target-side counters of w into its statistics. */
+void os_serve_stats_sync(os_win_t *w);
+
+/* lock.c: an operation kept for lock piggybacking (lock.c explains), one per
+ * target of a window (os_win_t.kept); window.c frees them. */
+typedef struct os_kept_op {
+    bool exclusive;    /* the epoch's lock type */
+    req_hdr_t h;       /* the request the operation would be on its own... */
+    char *msg;         /* ... its runs and origin data; NULL: no operation kept */
+    size_t mlen;
+    void *rbuf;        /* where fetched bytes go (get: the origin buffer) ... */
+    os_dtype_t *rtype; /* ... in this type, retained: the program may free it */
+    size_t rcount, rbytes;
+} os_kept_op_t;
+void os_kept_clear(os_kept_op_t *k);
+/* Can an operation toward a deferred lock wait for unlock? Then keep it
+ * (takes msg; rtype is retained). */
+bool os_kept_can_keep(const os_win_t *w, const os_rma_op_t *op);
+void os_kept_keep(os_win_t *w, int target, const req_hdr_t *h, char *msg, size_t mlen,
+                  void *rbuf, os_dtype_t *rtype, size_t rcount, size_t rbytes);
+/* A deferred lock that cannot wait any more: ask for it, send the kept
+ * operation. */
+os_status_t os_kept_take(os_win_t *w, int target);
+
+#endif
