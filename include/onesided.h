@@ -184,6 +184,9 @@ typedef enum {
     ONESIDED_STAT_LOCK_RELEASE_FLUSHED, /* network lock releases that first waited for the epoch's
                                        RDMA, which took another path than the lock word (emulated,
                                        or through the process that owns the memory's key) */
+    ONESIDED_STAT_CREATE_SHARED_BYTES, /* MPI_Win_create: bytes of this process's own memory made
+                                       shareable for the window (onesided_create_share), so that
+                                       node-mates reach it without CMA */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

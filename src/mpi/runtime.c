@@ -296,6 +296,7 @@ const char *onesided_stat_name(int stat)
         "requests_aggregated",
         "route_batches", "route_messages", "request_peers", "endpoints",
         "request_buffer_bytes", "fallback_no_cma", "lock_release_flushed",
+        "create_shared_bytes",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

@@ -44,10 +44,12 @@ static os_status_t copy_run(void *ctx, char *dst, char *src, size_t len)
     return OS_OK;
 }
 
-/* Gathers run pairs into iovec batches for process_vm_{readv,writev}. */
+/* Gathers run pairs into iovec batches for process_vm_{readv,writev};
+ * runs in the peer's zone mapped here are copied at once instead. */
 typedef struct {
-    pid_t pid;
+    const os_peer_t *peer;
     bool write;
+    bool used;  /* some run went by CMA */
     size_t n;
     struct iovec local[OS_CMA_IOV], remote[OS_CMA_IOV];
 } cma_batch_t;
@@ -56,8 +58,8 @@ static os_status_t cma_flush(cma_batch_t *b)
 {
     os_status_t st = OS_OK;
     if (b->n)
-        st = b->write ? os_cma_write(b->pid, b->local, b->n, b->remote, b->n)
-                      : os_cma_read(b->pid, b->local, b->n, b->remote, b->n);
+        st = b->write ? os_cma_write(b->peer->pid, b->local, b->n, b->remote, b->n)
+                      : os_cma_read(b->peer->pid, b->local, b->n, b->remote, b->n);
     b->n = 0;
     return st;
 }
@@ -65,6 +67,12 @@ static os_status_t cma_flush(cma_batch_t *b)
 static os_status_t cma_run(void *ctx, char *remote, char *local, size_t len)
 {
     cma_batch_t *b = ctx;
+    char *here = os_peer_mapped(b->peer, remote, len);
+    if (here) {
+        memcpy(b->write ? here : local, b->write ? local : here, len);
+        return OS_OK;
+    }
+    b->used = true;
     b->local[b->n] = (struct iovec){ local, len };
     b->remote[b->n] = (struct iovec){ remote, len };
     return ++b->n == OS_CMA_IOV ? cma_flush(b) : OS_OK;
@@ -79,11 +87,12 @@ os_status_t os_apply_move(os_win_t *w, int target, bool to_target, char *taddr,
     os_cursor_init(&lc, ltype, laddr, lcount);
     if (w->peers[target].access == OS_PEER_DIRECT)
         return to_target ? walk_pair(&tc, &lc, copy_run, NULL) : walk_pair(&lc, &tc, copy_run, NULL);
-    cma_batch_t b = { .pid = w->peers[target].pid, .write = to_target };
+    cma_batch_t b = { .peer = &w->peers[target], .write = to_target };
     os_status_t st = walk_pair(&tc, &lc, cma_run, &b);
     if (!st)
         st = cma_flush(&b);
-    OS_STAT(w, FALLBACK_CMA, 1);
+    if (b.used)
+        OS_STAT(w, FALLBACK_CMA, 1);
     return st;
 }
 
@@ -335,13 +344,14 @@ os_status_t os_apply_cas(os_win_t *w, const os_rma_op_t *op, char *taddr)
         os_lock_acquire_excl(&w->ctl[op->target].acc_mutex, NULL);
         OS_STAT(w, FALLBACK_ACC_MUTEX, 1);
     }
-    if (p->access == OS_PEER_DIRECT)
-        memcpy(old, taddr, e);
+    /* Mapped: here, or in the peer's zone mapped here. */
+    char *here = p->access == OS_PEER_DIRECT ? taddr : os_peer_mapped(p, taddr, e);
+    if (here)
+        memcpy(old, here, e);
     else
         st = os_cma_get(p->pid, old, taddr, e);
     if (!st && !memcmp(old, op->compare, e))
-        st = p->access == OS_PEER_DIRECT ? (memcpy(taddr, op->origin, e), OS_OK)
-                                         : os_cma_put(p->pid, taddr, op->origin, e);
+        st = here ? (memcpy(here, op->origin, e), OS_OK) : os_cma_put(p->pid, taddr, op->origin, e);
     if (mode == OS_ACC_MUTEX)
         os_lock_release_excl(&w->ctl[op->target].acc_mutex);
     if (!st)

@@ -59,6 +59,10 @@ static bool wanted(const os_win_t *w, const os_rma_op_t *op, const char *taddr,
      * needs nothing of the target (a batch would wait for its progress). */
     if (w->peers[op->target].access == OS_PEER_REMOTE)
         return !os_remote_acc_one_sided(w, op, taddr);
+    /* Inside a CMA peer's zone mapped here: the mutex and a load and store
+     * each, no system call to save. */
+    if (os_peer_mapped(&w->peers[op->target], taddr + tt->blocks[0].disp, bytes))
+        return false;
     return w->peers[op->target].access != OS_PEER_DIRECT || mode == OS_ACC_MUTEX;
 }
 

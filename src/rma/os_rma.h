@@ -71,8 +71,16 @@ typedef struct {
      * true where some origin reaches the memory only by CMA, which cannot do
      * atomics, so that every origin (the owner too) takes the same path. */
     bool acc_mutex_always;
-    void *map;        /* our mapping of the peer's MPI_Alloc_mem region, if any */
+    void *map;        /* our mapping of the peer's shareable region, if any */
     size_t map_size;
+    /* CMA: the part of the peer's window that is mapped here after all (the
+     * whole pages inside a heap block, made shareable in place; the first
+     * and last page hold other objects): [zone, zone + zone_len) in the
+     * peer's addresses, at zone_map here. Data moves there by load and
+     * store; accumulates keep the mutex, as on the rest of the window. */
+    char *zone;
+    size_t zone_len;
+    char *zone_map;
     int world;        /* MPI_COMM_WORLD rank: the network layer's name for the peer */
     void *rkey;       /* REMOTE: the peer's unpacked memory key */
     int rdma_world;   /* REMOTE: whose endpoint reaches the memory (the key's owner: the
@@ -80,6 +88,16 @@ typedef struct {
     bool zero_copy;   /* REMOTE: UCX reaches the memory without the peer's help */
     bool word_zero_copy; /* ... and the peer's network lock word */
 } os_peer_t;
+
+/* Where [remote, remote + len) of a CMA peer's memory is mapped here, or
+ * NULL (os_peer_t.zone). */
+static inline char *os_peer_mapped(const os_peer_t *p, const char *remote, size_t len)
+{
+    if (!p->zone_len || remote < p->zone)
+        return NULL;
+    const size_t off = (size_t)(remote - p->zone);
+    return off <= p->zone_len && len <= p->zone_len - off ? p->zone_map + off : NULL;
+}
 
 /* Node-wide words, first in the segment. */
 typedef struct {
@@ -244,6 +262,8 @@ typedef struct os_win {
     void *base;      /* this process's window memory (MPI_WIN_BASE) */
     MPI_Aint size;
     int disp_unit;
+    void *shared_pages; /* MPI_Win_create: the region its memory was made shareable in
+                           (os_shm_region_adopt), given back at free; else NULL */
     os_config_t cfg; /* window-level tunables */
     bool noncontig;  /* alloc_shared_noncontig */
 

@@ -17,8 +17,9 @@ typedef struct {
     int32_t fence_defer;   /* agreed: the fence's choice must be the same everywhere */
     int32_t region_fd;     /* MPI_Win_create over MPI_Alloc_mem memory: its memfd, else -1 */
     uint64_t region_size;  /* bytes of that region */
-    uint64_t region_off;   /* where the window starts in it */
+    uint64_t region_addr;  /* where the region starts in its owner */
     uint64_t region_id;    /* and its unique id (the key of peers' cached mappings) */
+    int32_t region_adopted; /* the program's own memory, shareable while the window lives */
     int32_t world;         /* MPI_COMM_WORLD rank */
     int32_t node;          /* world rank of the first process of its (virtual) node */
     int32_t lock, lock_policy, lock_streak; /* agreed: every locker must use one design */
@@ -45,8 +46,9 @@ MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size)
     return node;
 }
 
-/* MPI_Win_create over memory from MPI_Alloc_mem: map every peer's region so
- * that it is reached by load/store instead of CMA. Whether accumulates into
+/* MPI_Win_create over memory in a shareable region (MPI_Alloc_mem's, or the
+ * program's own made shareable): map every peer's region so that it is
+ * reached by load/store instead of CMA. Whether accumulates into
  * a target may use CPU atomics must be the same answer in every process, so
  * it is agreed on: only where every process mapped the target. *cma_needed
  * (agreed) says some process must still reach a node-mate by CMA. */
@@ -61,16 +63,28 @@ static os_status_t map_alloc_mem_peers(os_win_t *w, const peer_info_t *all, bool
         mapped[r] = r == w->rank || p->size == 0 || p->access == OS_PEER_REMOTE;
         if (mapped[r] || all[r].region_fd < 0)
             continue;
+        const uint64_t wlo = all[r].base, whi = wlo + (uint64_t)all[r].size;
+        const uint64_t rlo = all[r].region_addr, rhi = rlo + all[r].region_size;
+        const bool whole = rlo <= wlo && whi <= rhi;
+        /* An adopted region ends with its window: not worth keeping mapped. */
         char *m = os_shm_region_map_peer(p->pid, all[r].region_fd, all[r].region_size,
-                                         all[r].region_id);
+                                         all[r].region_id, !all[r].region_adopted);
         if (!m) {
-            OS_DEBUG("rank %d: cannot map the MPI_Alloc_mem region of rank %d, using CMA",
+            OS_DEBUG("rank %d: cannot map the shareable region of rank %d, using CMA",
                      w->rank, r);
             continue;
         }
         p->map = m;
         p->map_size = all[r].region_size;
-        p->base = m + all[r].region_off;
+        if (!whole) {
+            /* Only the pages inside its heap block: a CMA peer with a zone
+             * mapped here (os_peer_mapped), the mutex for accumulates. */
+            p->zone = (char *)(uintptr_t)rlo;
+            p->zone_len = all[r].region_size;
+            p->zone_map = m;
+            continue;
+        }
+        p->base = m + (wlo - rlo);
         p->access = OS_PEER_DIRECT;
         mapped[r] = 1;
     }
@@ -118,7 +132,9 @@ static os_status_t create_acc_paths(os_win_t *w, const peer_info_t *all, bool *c
  * system call on another process. MPI_Alloc_mem memory that every process
  * can map (/proc/<pid>/fd) keeps the shared node. The choice is agreed: an
  * allreduce over comm, only where CMA is refused. */
-static os_nodes_t choose_nodes(os_flavor_t flavor, void *base, MPI_Aint size, MPI_Comm comm)
+static os_nodes_t choose_nodes(os_flavor_t flavor, void *base, MPI_Aint size,
+                               const os_config_t *cfg, MPI_Comm comm, os_shm_region_t *reg,
+                               bool *have)
 {
     const os_shm_access_t a = os_shm_access();
     if (flavor == OS_FLAVOR_SHARED)
@@ -127,9 +143,19 @@ static os_nodes_t choose_nodes(os_flavor_t flavor, void *base, MPI_Aint size, MP
         return OS_NODES_CONFIGURED;
     if (flavor == OS_FLAVOR_DYNAMIC)
         return OS_NODES_SELF;
-    os_shm_region_t reg;
-    int mappable = size == 0 || (a.peer_fd && os_shm_region_find(base, (size_t)size, &reg));
+    /* The program's own memory counts if it can be made shareable whole. */
+    if (size > 0 && a.peer_fd)
+        *have = cfg->create_share ? os_shm_region_adopt(base, (size_t)size,
+                                                        os_config.alloc_mem_max_regions, reg)
+                                  : os_shm_region_find(base, (size_t)size, reg);
+    int mappable = size == 0 || (*have && reg->base <= (char *)base &&
+                                 (char *)base + size <= reg->base + reg->size);
     PMPI_Allreduce(MPI_IN_PLACE, &mappable, 1, MPI_INT, MPI_LAND, comm);
+    if (!mappable && *have) {
+        if (reg->adopted)
+            os_shm_region_unadopt(reg->base);
+        *have = false;
+    }
     return mappable ? OS_NODES_CONFIGURED : OS_NODES_SELF;
 }
 
@@ -157,7 +183,8 @@ static void free_parts(os_win_t *w)
 
 static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
                               const os_config_t *cfg, bool noncontig, MPI_Info hints,
-                              MPI_Comm comm, os_nodes_t nodes, os_win_t **out)
+                              MPI_Comm comm, const os_shm_region_t *region, os_nodes_t nodes,
+                              os_win_t **out)
 {
     os_status_t st = OS_OK;
     bool cma_needed = false;
@@ -195,6 +222,21 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     w->nranks = sh->nranks;
     w->multinode = sh->multinode;
     w->inline_regions = flavor == OS_FLAVOR_DYNAMIC ? sh->inline_regions : 0;
+    /* MPI_Win_create: memory in a shareable region (MPI_Alloc_mem's), or the
+     * program's own, made shareable in place where that is safe
+     * (onesided_create_share; region.c says which memory) and some process
+     * of the node would map it. */
+    os_shm_region_t own;
+    if (flavor == OS_FLAVOR_CREATE && size > 0 && !region) {
+        if (cfg->create_share && sh->node_size > 1
+                ? os_shm_region_adopt(base, (size_t)size, os_config.alloc_mem_max_regions, &own)
+                : os_shm_region_find(base, (size_t)size, &own))
+            region = &own;
+    }
+    if (region && region->adopted) {
+        w->shared_pages = region->base;
+        OS_STAT(w, CREATE_SHARED_BYTES, region->size);
+    }
     if (w->multinode && flavor == OS_FLAVOR_SHARED) {
         st = OS_ERR(OS_ERR_SHARED, "MPI_Win_allocate_shared over processes of different nodes");
         goto fail;
@@ -213,14 +255,12 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
                           .world = world_rank, .node = sh->node_first, .lock = cfg->lock,
                           .lock_policy = cfg->lock_policy, .lock_streak = cfg->lock_streak,
                           .acc_direct = cfg->acc_direct };
-    if (flavor == OS_FLAVOR_CREATE && size > 0) {
-        os_shm_region_t reg;
-        if (os_shm_region_find(base, (size_t)size, &reg)) {
-            mine.region_fd = reg.fd;
-            mine.region_size = reg.size;
-            mine.region_off = (uint64_t)((char *)base - reg.base);
-            mine.region_id = reg.id;
-        }
+    if (region) {
+        mine.region_fd = region->fd;
+        mine.region_size = region->size;
+        mine.region_addr = (uint64_t)(uintptr_t)region->base;
+        mine.region_id = region->id;
+        mine.region_adopted = region->adopted;
     }
     all = malloc((size_t)w->nranks * sizeof *all);
     data_off = calloc((size_t)w->nranks, sizeof *data_off);
@@ -327,7 +367,7 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
         data_off = NULL;
         os_shell_put(sh);
         free_parts(w);
-        st = win_create(flavor, base, size, disp_unit, cfg, noncontig, hints, comm,
+        st = win_create(flavor, base, size, disp_unit, cfg, noncontig, hints, comm, region,
                         OS_NODES_SELF, &retry);
         *out = retry;
         return st;
@@ -369,6 +409,8 @@ fail:
         os_remote_win_teardown(w);
     if (sh)
         os_shell_put(sh);
+    if (w->shared_pages)
+        os_shm_region_unadopt(w->shared_pages);
     free_parts(w);
     return st;
 }
@@ -377,8 +419,13 @@ os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int dis
                           const os_config_t *cfg, bool noncontig, MPI_Info hints,
                           MPI_Comm comm, os_win_t **out)
 {
+    /* Where CMA is refused, the program's own memory is made shareable
+     * before the nodes are chosen: shareable memory keeps them. */
+    os_shm_region_t reg;
+    bool have = false;
+    const os_nodes_t nodes = choose_nodes(flavor, base, size, cfg, comm, &reg, &have);
     return win_create(flavor, base, size, disp_unit, cfg, noncontig, hints, comm,
-                      choose_nodes(flavor, base, size, comm), out);
+                      have ? &reg : NULL, nodes, out);
 }
 
 os_status_t os_win_can_free(const os_win_t *w)
@@ -413,7 +460,12 @@ os_status_t os_win_free(os_win_t *w)
         PMPI_Barrier(w->comm);
     }
     os_shell_put(w->shell);
+    /* Every process has left the window (the barrier): its pages become
+     * private again. */
+    void *shared_pages = w->shared_pages;
     free_parts(w);
+    if (shared_pages)
+        os_shm_region_unadopt(shared_pages);
     return OS_OK;
 }
 

@@ -114,6 +114,14 @@ void os_log_set_rank(int rank);
     X(alloc_mem_max_regions, int, "ONESIDED_ALLOC_MEM_MAX_REGIONS", NULL, "256",              \
       "Most MPI_Alloc_mem blocks served from shareable memory at once (each holds a file "    \
       "descriptor); beyond it the host MPI's MPI_Alloc_mem serves.")                          \
+    X(create_share, int, "ONESIDED_CREATE_SHARE", "onesided_create_share", "1",               \
+      "1 = MPI_Win_create over the program's own memory makes its pages shareable in place "   \
+      "(copied into a memfd mapped over the same addresses, private again at MPI_Win_free), "  \
+      "so that the node's other processes reach it by load, store and CPU atomics instead of " \
+      "CMA: whole pages of the window, or a glibc mmapped chunk's (malloc of 128 KiB and "    \
+      "up), all private anonymous memory; other memory (a small malloc sharing its pages) "   \
+      "keeps CMA. Costs a copy of the pages at creation and at free (stat "                    \
+      "create_shared_bytes). 0 = always CMA.")                                                  \
     X(cma, int, "ONESIDED_CMA", NULL, "1",                                                    \
       "1 = reach the node's other processes' private memory (MPI_Win_create over memory "    \
       "not from MPI_Alloc_mem, dynamic windows) by cross-memory attach (process_vm_readv/"   \

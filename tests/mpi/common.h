@@ -3,6 +3,7 @@
 #ifndef TEST_COMMON_H
 #define TEST_COMMON_H
 
+#include <malloc.h>
 #include <mpi.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,6 +31,11 @@ static int t_host_block; /* across hosts: K when every host holds K consecutive 
 
 static void t_init(int *argc, char ***argv)
 {
+    /* glibc raises its mmap threshold after freeing a large block, after
+     * which the next one comes from the heap, sharing its edge pages: the
+     * create_big flavor's memory is then not made shareable. Fixed here so
+     * that the flavor tests the same path every time. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &t_size);
@@ -95,12 +101,39 @@ static inline bool t_cma_refused(void)
     return getenv("ONESIDED_TEST_NO_CMA") || (v && atoi(v) == 0);
 }
 
+/* MPI_Win_create makes the program's own memory shareable where it can
+ * (onesided_create_share, on unless ONESIDED_CREATE_SHARE=0). */
+static inline bool t_create_share(void)
+{
+    const char *v = getenv("ONESIDED_CREATE_SHARE");
+    return !(v && atoi(v) == 0);
+}
+
 /* The window flavors every test runs over. */
-/* F_CREATE is MPI_Win_create over malloc'd memory (reached by CMA),
- * F_ALLOCMEM over MPI_Alloc_mem memory (mapped by every process). */
-enum { F_ALLOCATE, F_SHARED, F_CREATE, F_ALLOCMEM, F_DYNAMIC, F_COUNT };
+/* F_CREATE is MPI_Win_create over a small malloc (its pages hold other
+ * objects too: reached by CMA), F_ALLOCMEM over MPI_Alloc_mem memory
+ * (mapped by every process), F_CREATE_BIG over a large malloc (glibc's own
+ * mmap: its pages made shareable in place and mapped, t_create_share). */
+enum { F_ALLOCATE, F_SHARED, F_CREATE, F_ALLOCMEM, F_DYNAMIC, F_CREATE_BIG, F_COUNT };
 static const char *const flavor_name[F_COUNT] = { "allocate", "allocate_shared", "create",
-                                                  "create_allocmem", "dynamic" };
+                                                  "create_allocmem", "dynamic", "create_big" };
+enum { T_BIG_EXTRA = 256 * 1024 }; /* over glibc's mmap threshold */
+
+/* glibc's malloc serves a large block from an mmap of its own, which
+ * onesided shares whole; a sanitizer's allocator puts its own header there
+ * instead, and only the whole pages inside a block get shared. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define T_GLIBC_MALLOC 0
+#else
+#define T_GLIBC_MALLOC 1
+#endif
+
+/* The flavor's memory is mapped by the node's processes: no CMA. */
+static inline bool t_flavor_mapped(int flavor)
+{
+    return flavor == F_ALLOCATE || flavor == F_SHARED || flavor == F_ALLOCMEM ||
+           (flavor == F_CREATE_BIG && t_create_share() && T_GLIBC_MALLOC);
+}
 
 /* The node size windows of this flavor see: t_virtual_node_size(), except
  * that where CMA is refused, windows over private memory make each process
@@ -111,8 +144,11 @@ static inline int t_node_size_of(int flavor)
 {
     const char *v = getenv("ONESIDED_CMA");
     const bool all_refused = v && atoi(v) == 0;
+    const bool shareable = flavor == F_ALLOCMEM || (flavor == F_CREATE_BIG && t_create_share());
     if (t_size > 1 && t_cma_refused() &&
-        (flavor == F_CREATE || flavor == F_DYNAMIC || (flavor == F_ALLOCMEM && all_refused)))
+        (flavor == F_CREATE || flavor == F_DYNAMIC || flavor == F_ALLOCMEM ||
+         flavor == F_CREATE_BIG) &&
+        (!shareable || all_refused))
         return 1;
     return t_virtual_node_size();
 }
@@ -156,6 +192,10 @@ static inline t_win_t t_win_make(int flavor, MPI_Aint bytes, MPI_Info info)
         break;
     case F_ALLOCMEM:
         MPI_Alloc_mem(bytes + 1, MPI_INFO_NULL, &t.base);
+        MPI_Win_create(t.base, bytes, 1, info, MPI_COMM_WORLD, &t.win);
+        break;
+    case F_CREATE_BIG:
+        t.own = t.base = calloc(1, (size_t)bytes + T_BIG_EXTRA);
         MPI_Win_create(t.base, bytes, 1, info, MPI_COMM_WORLD, &t.win);
         break;
     case F_DYNAMIC: {

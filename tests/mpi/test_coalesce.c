@@ -69,7 +69,10 @@ static void totals(t_win_t *tw, int coalesce)
     uint64_t queued = st.counter[ONESIDED_STAT_ACC_COALESCED];
     uint64_t batches = st.counter[ONESIDED_STAT_ACC_BATCHES];
     bool expect = coalesce == 1 || (coalesce == -1 && (tw->flavor == F_CREATE ||
-                                                       tw->flavor == F_DYNAMIC) && t_size > 1);
+                                                       tw->flavor == F_DYNAMIC ||
+                                                       (tw->flavor == F_CREATE_BIG &&
+                                                        !t_flavor_mapped(F_CREATE_BIG))) &&
+                                    t_size > 1);
     /* Dynamic windows on other (virtual) nodes check every address at the
      * target, one request per call: nothing to count on there. */
     if (tw->flavor == F_DYNAMIC && t_virtual_node_size())

@@ -156,6 +156,68 @@ static void bulk_mixed(int flavor)
     t_win_free(&t);
 }
 
+/* MPI_Win_create over a block in the heap: its first and last page hold
+ * other objects and stay private (CMA), the pages inside are made shareable
+ * and mapped by the node's processes. Every rank accumulates on words in
+ * both parts and on one that the boundary between them splits a put of:
+ * exact totals, since every origin (the owner too) takes the accumulate
+ * mutex on either part; only what lies inside moves without CMA. */
+static void heap_block(void)
+{
+    enum { BYTES = 48 * 1024 }; /* under glibc's mmap threshold: the heap */
+    const int root = 0;
+    char *block = malloc(BYTES);
+    memset(block, 0, BYTES);
+    MPI_Win win;
+    MPI_Win_create(block, BYTES, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    /* Words: the first (edge), the last page boundary inside minus 8 (edge,
+     * next to the zone), that boundary (zone), the middle (zone), the last
+     * (edge). The boundaries come from the root's address. */
+    uint64_t first_page = ((uintptr_t)block + 4095) / 4096 * 4096 - (uintptr_t)block;
+    MPI_Bcast(&first_page, 1, MPI_UINT64_T, root, MPI_COMM_WORLD);
+    const MPI_Aint at[5] = { 0, (MPI_Aint)first_page - 8, (MPI_Aint)first_page,
+                             (MPI_Aint)(BYTES / 2 / 8 * 8), BYTES - 8 };
+    int64_t one = 1, old;
+    MPI_Win_lock_all(0, win);
+    for (int i = 0; i < ROUNDS; i++)
+        for (int k = 0; k < 5; k++) {
+            if (k % 2)
+                MPI_Accumulate(&one, 1, MPI_INT64_T, root, at[k], 1, MPI_INT64_T, MPI_SUM, win);
+            else
+                MPI_Fetch_and_op(&one, &old, MPI_INT64_T, root, at[k], MPI_SUM, win);
+        }
+    MPI_Win_unlock_all(win);
+    /* A put across the boundary at the end of the pages inside (the words
+     * above are elsewhere), read back whole. */
+    int64_t pair[2] = { 7, 9 }, back[2] = { 0, 0 };
+    uint64_t last_page = ((uintptr_t)block + BYTES) / 4096 * 4096 - (uintptr_t)block;
+    MPI_Bcast(&last_page, 1, MPI_UINT64_T, root, MPI_COMM_WORLD);
+    const MPI_Aint across = (MPI_Aint)last_page;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == t_size - 1) {
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, root, 0, win);
+        MPI_Put(pair, 2, MPI_INT64_T, root, across - 8, 2, MPI_INT64_T, win);
+        MPI_Win_flush(root, win);
+        MPI_Get(back, 2, MPI_INT64_T, root, across - 8, 2, MPI_INT64_T, win);
+        MPI_Win_unlock(root, win);
+        CHECK(back[0] == 7 && back[1] == 9, "heap block: a put across the boundary reads back "
+              "%lld %lld", (long long)back[0], (long long)back[1]);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == root) {
+        MPI_Win_lock(MPI_LOCK_SHARED, root, 0, win);
+        for (int k = 0; k < 5; k++) {
+            int64_t v;
+            memcpy(&v, block + at[k], 8);
+            CHECK(v == (int64_t)ROUNDS * t_size, "heap block: word at %ld holds %lld of %ld",
+                  (long)at[k], (long long)v, (long)ROUNDS * t_size);
+        }
+        MPI_Win_unlock(root, win);
+    }
+    MPI_Win_free(&win);
+    free(block);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -164,5 +226,6 @@ int main(int argc, char **argv)
         exclusion(f);
         bulk_mixed(f);
     }
+    heap_block();
     return t_finish("test_concurrency");
 }

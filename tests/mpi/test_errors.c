@@ -170,7 +170,7 @@ static void run(int flavor)
     MPI_Aint sz;
     int du;
     void *bp;
-    if (flavor == F_CREATE || flavor == F_ALLOCMEM || flavor == F_DYNAMIC)
+    if (flavor == F_CREATE || flavor == F_ALLOCMEM || flavor == F_DYNAMIC || flavor == F_CREATE_BIG)
         EXPECT(MPI_Win_shared_query(t.win, 0, &sz, &du, &bp), MPI_ERR_RMA_FLAVOR);
     else
         EXPECT(MPI_Win_shared_query(t.win, t_size, &sz, &du, &bp), MPI_ERR_RANK);

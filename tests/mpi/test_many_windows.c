@@ -10,6 +10,8 @@
  * argv[1]: windows per flavor (default 1000). */
 #include "common.h"
 
+#include <unistd.h>
+
 /* Free communicator contexts of the host MPI, as duplicates it still makes. */
 static int free_contexts(void)
 {
@@ -53,6 +55,14 @@ static int make(int flavor, MPI_Comm comm, many_t *m)
         MPI_Alloc_mem(bytes, MPI_INFO_NULL, &m->mem);
         rc = MPI_Win_create(m->mem, bytes, 1, MPI_INFO_NULL, comm, &m->win);
         break;
+    case F_CREATE_BIG: {
+        /* A whole page of the program's own: made shareable in place, up to
+         * the limit of regions (ONESIDED_ALLOC_MEM_MAX_REGIONS), then CMA. */
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        m->own = m->mem = aligned_alloc(page, page);
+        rc = MPI_Win_create(m->mem, (MPI_Aint)page, 1, MPI_INFO_NULL, comm, &m->win);
+        break;
+    }
     case F_DYNAMIC: {
         m->own = m->mem = calloc(1, (size_t)bytes);
         rc = MPI_Win_create_dynamic(MPI_INFO_NULL, comm, &m->win);

@@ -1,13 +1,14 @@
 /* Window objects: flavors, attributes, shared queries, info, names, groups,
  * sub-communicators, dynamic attach/detach, many windows at once. */
 #include "common.h"
+#include "../maps.h"
 #include "onesided.h"
 
 static void attributes(void)
 {
     static const int flavors[F_COUNT] = { MPI_WIN_FLAVOR_ALLOCATE, MPI_WIN_FLAVOR_SHARED,
                                           MPI_WIN_FLAVOR_CREATE, MPI_WIN_FLAVOR_CREATE,
-                                          MPI_WIN_FLAVOR_DYNAMIC };
+                                          MPI_WIN_FLAVOR_DYNAMIC, MPI_WIN_FLAVOR_CREATE };
     T_FOR_EACH_FLAVOR(f) {
         t_win_t t = t_win_make(f, 96, MPI_INFO_NULL);
         void *base;
@@ -565,8 +566,8 @@ static void create_edge_cases(void)
  * without the target (remote_rdma); other memory UCX only emulates. */
 static void access_paths(void)
 {
-    for (int f = F_ALLOCATE; f <= F_ALLOCMEM; f++) {
-        if (f == F_SHARED)
+    for (int f = F_ALLOCATE; f < F_COUNT; f++) {
+        if (f == F_SHARED || f == F_DYNAMIC)
             continue;
         t_win_t t = t_win_make(f, 64, MPI_INFO_NULL);
         int right = (t_rank + 1) % t_size;
@@ -592,12 +593,16 @@ static void access_paths(void)
             /* (Across real hosts, UCX over TCP reaches no memory without
              * the target: the put is emulated there too.) */
             const uint64_t zc = f == F_ALLOCATE && t_hosts == 1;
+            if (f == F_CREATE_BIG) {
+                t_win_free(&t);
+                continue; /* as F_CREATE: UCX emulates RDMA to memory it did not allocate */
+            }
             if (t_virtual_node_size() == 1)
                 CHECK(rdma == zc && emulated == 2 * (1 - zc) && direct == 1 && am == 0,
                       "virtual nodes of 1, flavor %d: rdma %llu emulated %llu direct %llu "
                       "am %llu", f, (unsigned long long)rdma, (unsigned long long)emulated,
                       (unsigned long long)direct, (unsigned long long)am);
-        } else if (t_cma_refused() && f == F_CREATE && t_size > 1) {
+        } else if (t_cma_refused() && t_node_size_of(f) == 1 && t_size > 1) {
             /* Each process a node of its own: the neighbour's memory is
              * reached as another node's (UCX emulates the put for memory it
              * did not allocate; the fetch-add is one network atomic). */
@@ -612,10 +617,11 @@ static void access_paths(void)
             CHECK(cma == 0 && mutex == 0 && atomic == 1, "allocated window: cma %llu mutex %llu "
                   "atomic %llu", (unsigned long long)cma, (unsigned long long)mutex,
                   (unsigned long long)atomic);
-        } else if (f == F_ALLOCMEM)
+        } else if (f == F_ALLOCMEM || (f == F_CREATE_BIG && t_flavor_mapped(f))) {
             CHECK(cma == 0 && mutex == 0 && atomic == 1,
-                  "MPI_Alloc_mem window: cma %llu mutex %llu atomic %llu", (unsigned long long)cma,
-                  (unsigned long long)mutex, (unsigned long long)atomic);
+                  "%s window: cma %llu mutex %llu atomic %llu", flavor_name[f],
+                  (unsigned long long)cma, (unsigned long long)mutex, (unsigned long long)atomic);
+        }
         else if (t_size > 1)
             CHECK(cma >= 2 && mutex == 1, "malloc window: cma %llu mutex %llu",
                   (unsigned long long)cma, (unsigned long long)mutex);
@@ -634,6 +640,77 @@ static void access_paths(void)
     }
 }
 
+/* MPI_Win_create over the program's own large allocation: the bytes it held
+ * before are what the others read, their puts are what it reads, a second
+ * window over the same memory outlives the first, and after the last free
+ * the memory is private again (onesided_create_share=0: never shared). */
+static void own_memory(void)
+{
+    enum { N = 1 << 17 }; /* 1 MB of int64: glibc's own mmap */
+    int64_t *mem = malloc(sizeof *mem * N);
+    for (int i = 0; i < N; i++)
+        mem[i] = (int64_t)t_rank << 32 | i;
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    const bool share = t_create_share() && t_node_size_of(F_CREATE_BIG) != 1;
+    MPI_Win w1, w2;
+    MPI_Win_create(mem, sizeof *mem * N, sizeof *mem, MPI_INFO_NULL, MPI_COMM_WORLD, &w1);
+    MPI_Win_create(mem, sizeof *mem * N, sizeof *mem, MPI_INFO_NULL, MPI_COMM_WORLD, &w2);
+    onesided_win_stats_t s;
+    onesided_win_get_stats(w1, &s);
+    const uint64_t shared = s.counter[ONESIDED_STAT_CREATE_SHARED_BYTES];
+    /* All of it from glibc's own mmap; the pages inside the block else. */
+    const uint64_t least = sizeof *mem * N - (T_GLIBC_MALLOC ? 0 : 8192);
+    CHECK(share ? shared >= least : shared == 0, "own memory: %llu bytes shared",
+          (unsigned long long)shared);
+    if (t_virtual_node_size() == 0)
+        CHECK(t_mapping_of(mem + N / 2) == (share ? 's' : 'p'),
+              "own memory: mapped '%c' while windows are over it", t_mapping_of(mem + N / 2));
+    /* The others read what the owner wrote before MPI_Win_create. */
+    const int at[3] = { 0, N / 2, N - 1 };
+    int64_t got[3];
+    MPI_Win_lock(MPI_LOCK_SHARED, right, 0, w1);
+    for (int k = 0; k < 3; k++)
+        MPI_Get(&got[k], 1, MPI_INT64_T, right, at[k], 1, MPI_INT64_T, w1);
+    MPI_Win_unlock(right, w1);
+    for (int k = 0; k < 3; k++)
+        CHECK(got[k] == ((int64_t)right << 32 | at[k]), "own memory: word %d of rank %d reads "
+              "%llx", at[k], right, (unsigned long long)got[k]);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_free(&w1);
+    /* The second window still reaches the same bytes, both ways. */
+    int64_t v = -t_rank - 1, old = 0;
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, w2);
+    MPI_Put(&v, 1, MPI_INT64_T, right, N - 1, 1, MPI_INT64_T, w2);
+    MPI_Fetch_and_op(&v, &old, MPI_INT64_T, right, 0, MPI_SUM, w2);
+    MPI_Win_unlock(right, w2);
+    CHECK(old == ((int64_t)right << 32), "own memory: fetch_and_op read %llx",
+          (unsigned long long)old);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock(MPI_LOCK_SHARED, t_rank, 0, w2);
+    CHECK(mem[N - 1] == -left - 1 && mem[0] == ((int64_t)t_rank << 32) - left - 1,
+          "own memory: the owner reads %lld, %llx", (long long)mem[N - 1],
+          (unsigned long long)mem[0]);
+    MPI_Win_unlock(t_rank, w2);
+    MPI_Win_free(&w2);
+    CHECK(t_mapping_of(mem + N / 2) == 'p', "own memory: private again after the last free");
+    CHECK(mem[1] == ((int64_t)t_rank << 32 | 1) && mem[N - 1] == -left - 1,
+          "own memory: the bytes stay after the free");
+    free(mem);
+    /* Asked not to share: CMA (or the no-CMA fallback) serves, nothing shared. */
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "onesided_create_share", "0");
+    mem = malloc(sizeof *mem * N);
+    MPI_Win_create(mem, sizeof *mem * N, sizeof *mem, info, MPI_COMM_WORLD, &w1);
+    onesided_win_get_stats(w1, &s);
+    CHECK(s.counter[ONESIDED_STAT_CREATE_SHARED_BYTES] == 0 && t_mapping_of(mem) == 'p',
+          "onesided_create_share=0: %llu bytes shared",
+          (unsigned long long)s.counter[ONESIDED_STAT_CREATE_SHARED_BYTES]);
+    MPI_Win_free(&w1);
+    MPI_Info_free(&info);
+    free(mem);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -649,5 +726,6 @@ int main(int argc, char **argv)
     large_windows();
     create_edge_cases();
     access_paths();
+    own_memory();
     return t_finish("test_windows");
 }

@@ -26,12 +26,17 @@ void os_shm_destroy(os_shm_seg_t *seg);
  * own memfd, so that a window later created over them can be mapped by the
  * other processes of the node (through /proc/<pid>/fd/<fd>) instead of being
  * reached by CMA. The descriptor stays open while the region lives. These
- * calls are thread-safe (programs allocate from several threads). */
+ * calls are thread-safe (programs allocate from several threads). A fork()ed
+ * child gets every region as a private copy-on-write mapping, as it would
+ * private memory (its pages not yet written show the parent's later
+ * writes): nothing it writes reaches the parent. */
 typedef struct {
     char *base;
     size_t size; /* mapped bytes, a whole number of pages */
     int fd;
     uint64_t id; /* unique to this region in this process's life: a peer's cache key */
+    bool adopted; /* the program's own memory, made shareable for windows over it */
+    int refs;     /* adopted: the windows over it */
 } os_shm_region_t;
 
 /* A region of at least `size` bytes, or NULL (errno set) when the limit of
@@ -43,10 +48,24 @@ void *os_shm_region_alloc(size_t size, int max_live);
 bool os_shm_region_free(void *base);
 /* Copy out the region holding [addr, addr+len); false when there is none. */
 bool os_shm_region_find(const void *addr, size_t len, os_shm_region_t *out);
+/* MPI_Win_create over the program's own memory (remap.c): the region that
+ * holds [addr, addr + len), made shareable in place if it is not in one yet,
+ * where that is safe: its whole pages, or the pages of a glibc mmapped
+ * chunk, all private anonymous memory; failing that, a region of the whole
+ * pages inside it only (a block in the heap shares its first and last page
+ * with other objects), which then does not hold all of it. Returns false
+ * (nothing changed) for other memory, when the limit of descriptors is
+ * reached or the system refuses. An adopted region (out->adopted) is counted per window: give it
+ * back with os_shm_region_unadopt, which makes the pages private again
+ * when the last window over them is freed. */
+bool os_shm_region_adopt(const void *addr, size_t len, int max_live, os_shm_region_t *out);
+void os_shm_region_unadopt(void *base);
 /* Map another process's region (descriptor fd, unique id); NULL when it
- * cannot be opened. Mappings are cached by (pid, id) and reused by the next
- * window over the same region; give each back with os_shm_region_unmap_peer. */
-void *os_shm_region_map_peer(pid_t pid, int fd, size_t size, uint64_t id);
+ * cannot be opened. With `cache`, mappings are kept by (pid, id) and reused
+ * by the next window over the same region (MPI_Alloc_mem blocks live on;
+ * adopted regions do not, so their mappings are not kept); give each back
+ * with os_shm_region_unmap_peer. */
+void *os_shm_region_map_peer(pid_t pid, int fd, size_t size, uint64_t id, bool cache);
 void os_shm_region_unmap_peer(void *addr, size_t size);
 
 /* Allow other processes of the same user to use CMA on this one, where a Yama

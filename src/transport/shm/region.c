@@ -1,7 +1,9 @@
-/* Shareable regions for MPI_Alloc_mem: each block in its own memfd, so that
- * other processes of the node can map it. Needs no MPI. */
+/* Shareable regions: MPI_Alloc_mem blocks, each in its own memfd, and the
+ * program's own memory under a window, made shareable in place (remap.c),
+ * so that other processes of the node can map them. Needs no MPI. */
 #define _GNU_SOURCE
 #include "os_shm.h"
+#include "shm_remap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,12 +27,6 @@ static size_t nspares, spare_bytes;
 static uint64_t next_id;
 static pthread_mutex_t regions_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void region_close(os_shm_region_t *r)
-{
-    munmap(r->base, r->size);
-    close(r->fd);
-}
-
 static void spare_take(size_t i, os_shm_region_t *out)
 {
     *out = spares[i];
@@ -38,18 +34,87 @@ static void spare_take(size_t i, os_shm_region_t *out)
     spares[i] = spares[--nspares];
 }
 
+static void region_close(os_shm_region_t *r)
+{
+    munmap(r->base, r->size);
+    close(r->fd);
+}
+
+/* A fork()ed child must not share the parent's regions: each becomes a
+ * private mapping of its memfd there (copy-on-write, no copy made now, so
+ * that fork + exec stays cheap), and the child, no process of the parent's
+ * windows, forgets the table. The lock is held across fork so that the
+ * child finds the table whole. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&regions_lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&regions_lock);
+}
+
+static void fork_child(void)
+{
+    for (size_t i = 0; i < nregions; i++) {
+        os_shm_region_t *r = &regions[i];
+        (void)mmap(r->base, r->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, r->fd, 0);
+        close(r->fd);
+    }
+    nregions = 0;
+    while (nspares) {
+        os_shm_region_t gone;
+        spare_take(0, &gone);
+        region_close(&gone);
+    }
+    pthread_mutex_unlock(&regions_lock);
+}
+
+static void fork_handlers_install(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static void fork_handlers_once(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fork_handlers_install);
+}
+
+/* Room for one more live region. */
+static bool table_room(void)
+{
+    if (nregions < capregions)
+        return true;
+    size_t cap = capregions ? 2 * capregions : 16;
+    os_shm_region_t *r = realloc(regions, cap * sizeof *r);
+    if (!r)
+        return false;
+    regions = r;
+    capregions = cap;
+    return true;
+}
+
+/* Unique across processes that may reuse this pid: a peer's cached mapping
+ * of (pid, id) must never stand for another region. */
+static uint64_t new_id(void)
+{
+    if (!next_id) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        next_id = ((uint64_t)ts.tv_sec << 30 ^ (uint64_t)ts.tv_nsec) << 16;
+    }
+    return ++next_id;
+}
+
 static void *region_alloc_locked(size_t size, int max_live)
 {
     long page = sysconf(_SC_PAGESIZE);
     size_t bytes = OS_ALIGN_UP(size ? size : 1, (size_t)page);
-    if (nregions == capregions) {
-        size_t cap = capregions ? 2 * capregions : 16;
-        os_shm_region_t *r = realloc(regions, cap * sizeof *r);
-        if (!r)
-            return NULL;
-        regions = r;
-        capregions = cap;
-    }
+    if (!table_room())
+        return NULL;
+    fork_handlers_once();
     /* The smallest spare that fits without wasting more than its size. */
     size_t best = nspares;
     for (size_t i = 0; i < nspares; i++)
@@ -82,14 +147,7 @@ static void *region_alloc_locked(size_t size, int max_live)
         errno = e;
         return NULL;
     }
-    /* Unique across processes that may reuse this pid: a peer's cached
-     * mapping of (pid, id) must never stand for another region. */
-    if (!next_id) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        next_id = ((uint64_t)ts.tv_sec << 30 ^ (uint64_t)ts.tv_nsec) << 16;
-    }
-    regions[nregions++] = (os_shm_region_t){ addr, bytes, fd, ++next_id };
+    regions[nregions++] = (os_shm_region_t){ addr, bytes, fd, new_id(), false, 0 };
     return addr;
 }
 
@@ -107,7 +165,7 @@ bool os_shm_region_free(void *base)
     bool found = false, keep = false;
     pthread_mutex_lock(&regions_lock);
     for (size_t i = 0; i < nregions && !found; i++) {
-        if (regions[i].base == base) {
+        if (regions[i].base == base && !regions[i].adopted) {
             gone = regions[i];
             memmove(&regions[i], &regions[i + 1], (nregions - i - 1) * sizeof *regions);
             nregions--;
@@ -125,20 +183,108 @@ bool os_shm_region_free(void *base)
     return found;
 }
 
-bool os_shm_region_find(const void *addr, size_t len, os_shm_region_t *out)
+static os_shm_region_t *find_locked(const void *addr, size_t len)
 {
     const char *a = addr;
-    bool found = false;
-    pthread_mutex_lock(&regions_lock);
-    for (size_t i = 0; i < nregions && !found; i++) {
+    for (size_t i = 0; i < nregions; i++)
         if (a >= regions[i].base && a - regions[i].base <= (ptrdiff_t)regions[i].size &&
-            len <= regions[i].size - (size_t)(a - regions[i].base)) {
+            len <= regions[i].size - (size_t)(a - regions[i].base))
+            return &regions[i];
+    return NULL;
+}
+
+bool os_shm_region_find(const void *addr, size_t len, os_shm_region_t *out)
+{
+    pthread_mutex_lock(&regions_lock);
+    const os_shm_region_t *r = find_locked(addr, len);
+    if (r)
+        *out = *r;
+    pthread_mutex_unlock(&regions_lock);
+    return r != NULL;
+}
+
+/* The name adopted regions' memfds carry, by which Win_free recognizes the
+ * mapping as still the one it made (shm_still_mapped). */
+#define ADOPTED_NAME "onesided-win-create"
+
+static bool overlaps_locked(uintptr_t lo, uintptr_t hi)
+{
+    for (size_t i = 0; i < nregions; i++)
+        if ((uintptr_t)regions[i].base < hi && lo < (uintptr_t)regions[i].base + regions[i].size)
+            return true;
+    return false;
+}
+
+bool os_shm_region_adopt(const void *addr, size_t len, int max_live, os_shm_region_t *out)
+{
+    uintptr_t lo, hi;
+    bool ok = false;
+    pthread_mutex_lock(&regions_lock);
+    os_shm_region_t *r = find_locked(addr, len);
+    if (r) {
+        /* MPI_Alloc_mem memory, or memory an earlier window adopted. */
+        r->refs += r->adopted;
+        *out = *r;
+        ok = true;
+        goto out;
+    }
+    /* Memory that part of another region holds cannot become a second,
+     * unless that region is exactly its inside, made so for an earlier
+     * window over the same heap block. */
+    if (!shm_pages_for(addr, len, &lo, &hi))
+        goto out;
+    for (size_t i = 0; i < nregions; i++)
+        if (regions[i].adopted && (uintptr_t)regions[i].base == lo &&
+            regions[i].size == hi - lo) {
+            regions[i].refs++;
             *out = regions[i];
-            found = true;
+            ok = true;
+            goto out;
         }
+    if (overlaps_locked(lo, hi) || !shm_private_anonymous(lo, hi) || !table_room())
+        goto out;
+    size_t adopted = 0;
+    for (size_t i = 0; i < nregions; i++)
+        adopted += regions[i].adopted;
+    if ((int)adopted >= max_live)
+        goto out;
+    fork_handlers_once();
+    int fd = memfd_create(ADOPTED_NAME, MFD_CLOEXEC);
+    if (fd < 0)
+        goto out;
+    if (ftruncate(fd, (off_t)(hi - lo)) || !shm_remap_shared(lo, hi - lo, fd)) {
+        close(fd);
+        goto out;
+    }
+    regions[nregions] = (os_shm_region_t){ (char *)lo, hi - lo, fd, new_id(), true, 1 };
+    *out = regions[nregions++];
+    ok = true;
+out:
+    pthread_mutex_unlock(&regions_lock);
+    return ok;
+}
+
+void os_shm_region_unadopt(void *base)
+{
+    pthread_mutex_lock(&regions_lock);
+    for (size_t i = 0; i < nregions; i++) {
+        os_shm_region_t *r = &regions[i];
+        if (r->base != base || !r->adopted)
+            continue;
+        if (--r->refs == 0) {
+            /* Private again, unless the program unmapped or replaced the
+             * memory first (erroneous, but then nothing of ours is there to
+             * give back). */
+            uintptr_t lo = (uintptr_t)r->base, hi = lo + r->size;
+            if (shm_still_mapped(lo, hi, ADOPTED_NAME) && !shm_remap_private(lo, r->size))
+                os_log(1, "the memory of a freed window at %p stays shared (%zu bytes): it "
+                       "could not be made private again", (void *)lo, r->size);
+            close(r->fd);
+            *r = regions[--nregions];
+        }
+        break;
     }
     pthread_mutex_unlock(&regions_lock);
-    return found;
 }
 
 /* Set once at MPI_Init (os_shm_probe), read by every later window: here,
@@ -172,11 +318,11 @@ static struct {
 static uint64_t peer_clock;
 static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void *os_shm_region_map_peer(pid_t pid, int fd, size_t size, uint64_t id)
+void *os_shm_region_map_peer(pid_t pid, int fd, size_t size, uint64_t id, bool cache)
 {
     void *addr = NULL;
     pthread_mutex_lock(&peer_lock);
-    for (int i = 0; i < PEER_MAPS && !addr; i++)
+    for (int i = 0; i < PEER_MAPS && !addr && cache; i++)
         if (peer_maps[i].addr && peer_maps[i].pid == pid && peer_maps[i].id == id &&
             peer_maps[i].size == size) {
             peer_maps[i].refs++;
@@ -197,6 +343,8 @@ void *os_shm_region_map_peer(pid_t pid, int fd, size_t size, uint64_t id)
     close(my); /* the mapping keeps the memory */
     if (addr == MAP_FAILED)
         return NULL;
+    if (!cache)
+        return addr; /* unmapped when given back */
     pthread_mutex_lock(&peer_lock);
     int slot = -1;
     for (int i = 0; i < PEER_MAPS; i++)
