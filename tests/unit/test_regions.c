@@ -4,6 +4,7 @@
  * (which memory, the bytes kept, private again after, fork). */
 #define _GNU_SOURCE
 #include "transport/shm/os_shm.h"
+#include "transport/shm/shm_remap.h"
 #include "unit.h"
 #include "../maps.h"
 
@@ -266,6 +267,9 @@ int main(void)
 {
     mallopt(M_MMAP_THRESHOLD, 128 * 1024); /* fixed: 1 MB is always its own mmap */
     test_adopt();
+    shm_maps_force_text(true); /* kernels before 6.11 */
+    test_adopt();
+    shm_maps_force_text(false);
     test_basic();
     test_limit();
     test_spares();

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -72,27 +73,84 @@ typedef struct {
     char path[256];
 } maps_entry_t;
 
+/* PROCMAP_QUERY (Linux 6.11): one mapping of /proc/self/maps by address,
+ * without reading the whole text; as in <linux/fs.h>, which older headers
+ * lack. */
+struct os_procmap_query {
+    uint64_t size, query_flags, query_addr, vma_start, vma_end, vma_flags, vma_page_size,
+        vma_offset, inode;
+    uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+    uint64_t vma_name_addr, build_id_addr;
+};
+#define OS_PROCMAP_QUERY _IOWR('f', 17, struct os_procmap_query)
+enum { VMA_R = 1, VMA_W = 2, VMA_X = 4, VMA_SHARED = 8 };
+
+static bool text_only; /* shm_maps_force_text */
+
+void shm_maps_force_text(bool on)
+{
+    text_only = on;
+}
+
+/* The mapping holding addr, by ioctl: 1 found, 0 none there, -1 the kernel
+ * has no PROCMAP_QUERY. */
+static int maps_query(int fd, uintptr_t addr, unsigned long *start, unsigned long *end,
+                      maps_entry_t *e)
+{
+    struct os_procmap_query q = { .size = sizeof q, .query_addr = addr,
+                                  .vma_name_size = sizeof e->path,
+                                  .vma_name_addr = (uint64_t)(uintptr_t)e->path };
+    e->path[0] = 0;
+    if (text_only)
+        return -1;
+    if (ioctl(fd, OS_PROCMAP_QUERY, &q))
+        return errno == ENOENT ? 0 : -1;
+    *start = q.vma_start;
+    *end = q.vma_end;
+    e->inode = q.inode;
+    snprintf(e->perms, sizeof e->perms, "%c%c%c%c", q.vma_flags & VMA_R ? 'r' : '-',
+             q.vma_flags & VMA_W ? 'w' : '-', q.vma_flags & VMA_X ? 'x' : '-',
+             q.vma_flags & VMA_SHARED ? 's' : 'p');
+    if (!q.vma_name_size)
+        e->path[0] = 0;
+    char *space = strchr(e->path, ' '); /* the first word, as in the text */
+    if (space)
+        *space = 0;
+    return 1;
+}
+
 /* Whether every page of [lo, hi) lies in mappings `ok` accepts; false too
- * when /proc/self/maps cannot be read. */
+ * when /proc/self/maps cannot be read. By PROCMAP_QUERY where the kernel
+ * has it (a few microseconds), else by reading the text (hundreds of lines
+ * in an MPI process). */
 static bool maps_cover(uintptr_t lo, uintptr_t hi, bool (*ok)(const maps_entry_t *, const void *),
                        const void *arg)
 {
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
         return false;
-    char line[512];
     uintptr_t covered = lo;
-    while (covered < hi && fgets(line, sizeof line, f)) {
-        unsigned long start, end;
-        maps_entry_t e = { .path = "" };
-        if (sscanf(line, "%lx-%lx %7s %*s %*s %lu %255s", &start, &end, e.perms, &e.inode,
-                   e.path) < 4)
-            continue;
-        if (end <= covered || start > covered)
-            continue;
-        if (!ok(&e, arg))
-            break;
+    unsigned long start, end;
+    maps_entry_t e;
+    int found = maps_query(fileno(f), covered, &start, &end, &e);
+    while (found == 1 && covered < hi && start <= covered && ok(&e, arg)) {
         covered = end;
+        if (covered < hi)
+            found = maps_query(fileno(f), covered, &start, &end, &e);
+    }
+    if (found < 0) {
+        char line[512];
+        while (covered < hi && fgets(line, sizeof line, f)) {
+            e = (maps_entry_t){ .path = "" };
+            if (sscanf(line, "%lx-%lx %7s %*s %*s %lu %255s", &start, &end, e.perms, &e.inode,
+                       e.path) < 4)
+                continue;
+            if (end <= covered || start > covered)
+                continue;
+            if (!ok(&e, arg))
+                break;
+            covered = end;
+        }
     }
     fclose(f);
     return covered >= hi;

@@ -25,5 +25,8 @@ bool shm_remap_private(uintptr_t lo, size_t len);
 /* [lo, hi) is still mapped from the memfd called name (the program has not
  * unmapped or replaced it); false when /proc/self/maps cannot tell. */
 bool shm_still_mapped(uintptr_t lo, uintptr_t hi, const char *name);
+/* Read /proc/self/maps as text even where PROCMAP_QUERY would answer (for
+ * the unit test of both ways). */
+void shm_maps_force_text(bool on);
 
 #endif
