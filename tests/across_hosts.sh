@@ -18,6 +18,8 @@
 # Needs root (namespaces); the cluster is taken down at exit.
 set -uo pipefail
 build=$(cd "${1:-build}" && pwd)
+# Taken now: the loops below reuse the positional parameters (set --).
+ompi_build=${2:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster="$root/scripts/cluster.sh"
 tests="$build/tests"
@@ -124,8 +126,8 @@ judge mpi4py $?
 #    given as the second argument): its own mpirun across the hosts, one
 #    process per host, the programs whose front-end paths differ by host
 #    (handles, info, errors, requests, datatypes) over the inter-node path.
-if [ -n "${2:-}" ]; then
-    otests=$(cd "$2" && pwd)/tests
+if [ -n "$ompi_build" ]; then
+    otests=$(cd "$ompi_build" && pwd)/tests
     ojob() { # NAME LIMIT MPIRUN-ARGS...
         local name=$1 limit=$2
         shift 2
