@@ -211,6 +211,30 @@ static void acc_bulk_exit(os_win_t *w, int target)
     os_lock_release_excl(&w->ctl[target].acc_mutex);
 }
 
+/* One run of an accumulate on a CMA peer's private memory, the accumulate
+ * mutex held: read, combine, write back. */
+static os_status_t acc_run_cma(os_win_t *w, const os_peer_t *p, char *run, size_t len,
+                               os_op_t rop, os_basic_t basic, size_t esize, const char *odata,
+                               char *fdata)
+{
+    char stack[256], *tmp = len <= sizeof stack ? stack : malloc(len);
+    os_status_t st;
+    if (!tmp)
+        return OS_ERR(OS_ERR_NOMEM, "accumulate buffer of %zu bytes", len);
+    if (!(st = os_cma_get(p->pid, tmp, run, len))) {
+        if (fdata)
+            memcpy(fdata, tmp, len);
+        if (rop != OS_OP_NO_OP) {
+            os_reduce(rop, basic, esize, tmp, odata, len / esize);
+            st = os_cma_put(p->pid, run, tmp, len);
+        }
+    }
+    OS_STAT(w, FALLBACK_CMA, 1);
+    if (tmp != stack)
+        free(tmp);
+    return st;
+}
+
 os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
 {
     os_status_t st = OS_OK;
@@ -259,7 +283,7 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
         atomic_entered = true;
     }
 
-    if (p->access == OS_PEER_DIRECT) {
+    if (p->access == OS_PEER_DIRECT || p->zone_len) {
         /* The runs of the target type, in type-map order. Scattered runs
          * (an indexed type of single elements, as RandomAccess aggregates)
          * mostly miss in this core's cache: prefetching the run a few blocks
@@ -272,8 +296,22 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
             for (size_t b = 0; b < nblk; b++) {
                 char *run = rbase + tt->blocks[b].disp;
                 size_t len = tt->contig ? bytes : tt->blocks[b].len, n = len / esize;
-                if (scattered && b + ahead < nblk)
+                if (p->access != OS_PEER_DIRECT) {
+                    /* A CMA peer's zone mapped here (the mutex is held):
+                     * in place there, by CMA on its private edges. */
+                    char *here = os_peer_mapped(p, run, len);
+                    if (!here) {
+                        st = acc_run_cma(w, p, run, len, rop, basic, esize,
+                                         odata ? odata + pos : NULL, fetch ? fdata + pos : NULL);
+                        if (st)
+                            goto out;
+                        pos += len;
+                        continue;
+                    }
+                    run = here;
+                } else if (scattered && b + ahead < nblk) {
                     __builtin_prefetch(rbase + tt->blocks[b + ahead].disp, 1, 3);
+                }
                 if (mode == OS_ACC_ATOMIC && !bulk) {
                     os_reduce_atomic(rop, basic, esize, run, odata ? odata + pos : NULL,
                                      fetch ? fdata + pos : NULL, n);

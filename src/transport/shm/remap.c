@@ -232,7 +232,9 @@ bool shm_remap_private(uintptr_t lo, size_t len)
     while (done < len) {
         const size_t n = len - done < PIECE ? len - done : PIECE;
         char *at = (char *)(lo + done);
-        void *fresh = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        /* Populated at once: one fault per page would double the cost. */
+        void *fresh = mmap(NULL, n, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         if (fresh == MAP_FAILED)
             return false;
         memcpy(fresh, at, n);
