@@ -48,15 +48,18 @@ static size_t page_size(void)
 /* glibc serves large allocations (M_MMAP_THRESHOLD, 128 KiB and up) from an
  * mmap of their own: a chunk of whole pages whose first 16 bytes are its
  * header (prev_size 0, size | IS_MMAPPED) and whose tail after the user's
- * bytes is unused. Those pages belong to that allocation alone. */
+ * bytes is unused. Those pages belong to that allocation alone. The header
+ * lies before the program's pointer, in the same page (mapped): plain
+ * aligned loads, which an address sanitizer (whose allocator keeps a
+ * redzone there) must not check. */
+__attribute__((no_sanitize("address")))
 static bool glibc_mmapped_chunk(uintptr_t a, size_t len, uintptr_t *lo, uintptr_t *hi)
 {
     const size_t page = page_size();
     if (a < 16 || (a - 16) % page)
         return false;
-    uint64_t prev, size;
-    memcpy(&prev, (const void *)(a - 16), 8);
-    memcpy(&size, (const void *)(a - 8), 8);
+    const uint64_t prev = *(const volatile uint64_t *)(a - 16);
+    const uint64_t size = *(const volatile uint64_t *)(a - 8);
     const uint64_t bytes = size & ~(uint64_t)7;
     if (prev != 0 || (size & 7) != 2 || bytes % page || bytes < len + 16)
         return false;
