@@ -144,7 +144,8 @@ static inline int t_node_size_of(int flavor)
 {
     const char *v = getenv("ONESIDED_CMA");
     const bool all_refused = v && atoi(v) == 0;
-    const bool shareable = flavor == F_ALLOCMEM || (flavor == F_CREATE_BIG && t_create_share());
+    const bool shareable =
+        flavor == F_ALLOCMEM || (flavor == F_CREATE_BIG && t_create_share() && T_GLIBC_MALLOC);
     if (t_size > 1 && t_cma_refused() &&
         (flavor == F_CREATE || flavor == F_DYNAMIC || flavor == F_ALLOCMEM ||
          flavor == F_CREATE_BIG) &&
