@@ -178,13 +178,13 @@ bool shm_pages_for(const void *addr, size_t len, uintptr_t *lo, uintptr_t *hi)
     const uintptr_t a = (uintptr_t)addr, page = page_size();
     if (!len)
         return false;
-    if ((a % page == 0 && (a + len) % page == 0) || glibc_mmapped_chunk(a, len, lo, hi)) {
-        if (a % page == 0 && (a + len) % page == 0) {
-            *lo = a;
-            *hi = a + len;
-        }
+    if (a % page == 0 && (a + len) % page == 0) {
+        *lo = a;
+        *hi = a + len;
         return true;
     }
+    if (glibc_mmapped_chunk(a, len, lo, hi))
+        return true;
     *lo = (a + page - 1) / page * page;
     *hi = (a + len) / page * page;
     return *hi > *lo;
