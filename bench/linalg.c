@@ -1,42 +1,26 @@
 /*
- * RMA linear algebra (paper 002): SRUMMA matrix multiply and right-looking
- * LU without pivoting, written on MPI RMA only, against ScaLAPACK's pdgemm
- * and pdgetrf on the same processes, grid, block size and matrix.
+ * RMA linear algebra (paper 002): libonesided_la's SRUMMA matrix multiply
+ * (onesided_pdgemm) and right-looking LU without pivoting
+ * (onesided_pdgetrf_nopiv), against ScaLAPACK's pdgemm and pdgetrf on the
+ * same processes, grid, block size and matrices, all in ScaLAPACK's own
+ * 2-D block-cyclic layout and descriptors.
  *
  *   mpiexec -n P linalg [--sizes 512,1024] [--nb 128] [--kernels dgemm,lu]
  *                       [--reps R] [--ablation] [--no-scalapack] [--impls LIST]
  *                       [--csv FILE] [--inject-error]
  *
- * Distribution: ScaLAPACK's 2-D block cyclic, blocks of nb x nb on a Pr x Pc
- * grid (Pr <= Pc, as square as P allows), block (I, J) on process
- * (I mod Pr, J mod Pc). The RMA kernels keep each block contiguous
- * (column-major inside), so that every transfer is one contiguous get or put
- * (paper 002's extension of SRUMMA); ScaLAPACK keeps its own local layout.
+ * Grid: Pr x Pc (Pr <= Pc, as square as P allows), row-major.
  *
- * RMA-dgemm (C = A B, owner computes): each process lists the block products
- * of its C blocks; products whose A and B blocks it can load directly (its own
- * memory, or a node-mate's through MPI_Win_shared_query: zero copy) come
- * first, so that the pipeline starts without waiting; the k order is
- * staggered by rank so that processes do not all read one owner at once
- * (contention handling); remote blocks arrive by MPI_Rget into a double
- * buffer, the next product's gets in flight while the current dgemm runs
- * (non-blocking). --ablation switches each of the three off (paper 002,
- * Table I).
- *
- * RMA-LU (no pivoting, diagonally dominant matrix): at step k the owner of
- * the diagonal block factors it and puts it to the processes of its row and
- * column, then notifies them (MPI_Accumulate REPLACE of a flag word, after a
- * flush); they solve their panel blocks with dtrsm and put them, with a
- * notify, to the processes that own the trailing blocks, which update them
- * with dgemm. No send/recv, no collective inside the kernel.
- *
- * Both kernels run with the host MPI's RMA (PMPI_*, "native") and with
- * onesided (MPI_*), in the same processes. References in the same run:
- * ScaLAPACK pdgemm/pdgetrf (Debian's libscalapack-mpich, message passing;
- * pdgetrf pivots, which costs it a pivot search per column even on this
- * matrix, where no row is swapped), and the single-process OpenBLAS ceiling
- * (dgemm, or LAPACK dgetrf, on rank 0 alone, times P); with --ablation
- * also that ceiling cut into the RMA kernel's nb x nb block products.
+ * The library's kernels (src/la/) run with the host MPI's RMA (PMPI_*,
+ * "native") and with onesided (MPI_*), in the same processes; the
+ * "interposed" row is ScaLAPACK's own entry point pdgemm_ answered by the
+ * library (ONESIDED_LA_PDGEMM=1). References in the same run: ScaLAPACK
+ * pdgemm/pdgetrf (Debian's libscalapack-mpich, message passing; pdgetrf
+ * pivots, which costs it a pivot search per column even on this matrix,
+ * where no row is swapped), and the single-process OpenBLAS ceiling (dgemm,
+ * or LAPACK dgetrf, on rank 0 alone, times P). --ablation adds the
+ * multiply with each of paper 002's design choices switched off (Table I):
+ * local panels in place, non-blocking gets, staggered order.
  *
  * Verification: C and the LU factors are gathered on rank 0 (after timing)
  * and checked against the generated matrices with a random vector:
@@ -46,6 +30,7 @@
  * so that a test can see the check fail.
  */
 #include "bench_impl.h"
+#include "la/os_la.h"
 
 #include <cblas.h>
 #undef I /* <complex.h>, through OpenBLAS's cblas.h: I, J, K are block indices here */
@@ -90,8 +75,8 @@ static double entry(int which, long i, long j, int n, bool dominant)
     return dominant && i == j ? v + n : v;
 }
 
-/* Blocks of one process: `lr` x `lc` local blocks, local block (li, lj) at
- * ((li * lc) + lj) * nb * nb, column-major inside. */
+/* ScaLAPACK's layout of an n x n matrix in nb x nb blocks: block (I, J) on
+ * process (I mod Pr, J mod Pc); this process holds lr x lc of them. */
 typedef struct {
     int n, nb, nbk; /* matrix order, block size, blocks per dimension */
     int lr, lc;     /* this process's local block rows and columns */
@@ -113,330 +98,6 @@ static layout_t layout_make(int n, int nb)
 static int owner(int I, int J)
 {
     return (I % pr) * pc + J % pc;
-}
-
-/* Displacement (in doubles) of block (I, J) in its owner's window. */
-static MPI_Aint block_disp(const layout_t *l, int I, int J)
-{
-    int lc_owner = count_of(l->nbk, pc, J % pc);
-    return ((MPI_Aint)(I / pr) * lc_owner + J / pc) * l->nb * l->nb;
-}
-
-static void fill_blocks(const layout_t *l, double *mem, int which, bool dominant)
-{
-    const int nb = l->nb;
-    for (int li = 0; li < l->lr; li++)
-        for (int lj = 0; lj < l->lc; lj++) {
-            double *b = mem + ((size_t)li * l->lc + lj) * nb * nb;
-            long I = (long)li * pr + myrow, J = (long)lj * pc + mycol;
-            for (int c = 0; c < nb; c++)
-                for (int r = 0; r < nb; r++)
-                    b[(size_t)c * nb + r] = entry(which, I * nb + r, J * nb + c, l->n, dominant);
-        }
-}
-
-/* ---------------------------------------------------------------- windows */
-
-/* A window of `bytes` whose node-mates' memory this process may load
- * directly: MPI_Win_allocate plus MPI_Win_shared_query (MPI-4; onesided
- * answers it, for the processes of the same node only); an MPI that refuses
- * shared_query on such a window (MPICH) gets MPI_Win_allocate_shared when the
- * whole job is on one node. direct[r] is rank r's memory, or NULL. */
-typedef struct {
-    MPI_Win win;
-    double *base;
-    double **direct;
-} dwin_t;
-
-static dwin_t dwin_make(const impl_t *m, MPI_Aint bytes, bool zero_copy)
-{
-    dwin_t d = { .direct = calloc((size_t)nprocs, sizeof(double *)) };
-    int (*set_errhandler)(MPI_Win, MPI_Errhandler) =
-        m == &impls[IMPL_NATIVE] ? PMPI_Win_set_errhandler : MPI_Win_set_errhandler;
-    m->win_allocate(bytes, sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &d.base, &d.win);
-    set_errhandler(d.win, MPI_ERRORS_RETURN);
-    MPI_Aint size;
-    int du;
-    double *p = NULL;
-    int ok = m->shared_query(d.win, rank, &size, &du, &p) == MPI_SUCCESS, all;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    if (!all) {
-        MPI_Comm node;
-        int nsize;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-        MPI_Comm_size(node, &nsize);
-        MPI_Comm_free(&node);
-        if (nsize == nprocs) {
-            m->win_free(&d.win);
-            m->win_allocate_shared(bytes, sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &d.base,
-                                   &d.win);
-            set_errhandler(d.win, MPI_ERRORS_RETURN);
-            all = 1;
-        }
-    }
-    for (int r = 0; r < nprocs; r++) {
-        p = NULL;
-        size = 0;
-        if (r == rank)
-            d.direct[r] = d.base;
-        else if (all && zero_copy && m->shared_query(d.win, r, &size, &du, &p) == MPI_SUCCESS &&
-                 size > 0)
-            d.direct[r] = p;
-    }
-    return d;
-}
-
-static void dwin_free(const impl_t *m, dwin_t *d)
-{
-    m->win_free(&d->win);
-    free(d->direct);
-}
-
-/* ------------------------------------------------------------- RMA-dgemm */
-
-typedef struct {
-    bool zero_copy, nonblocking, stagger;
-} dgemm_opts_t;
-
-typedef struct {
-    int li, lj, K;
-} task_t;
-
-typedef struct {
-    const double *a, *b;   /* where the product reads its blocks */
-    MPI_Request req[2];
-} staged_t;
-
-/* Start moving the blocks of task t (into buffer slot s) or point at them. */
-static void stage(const impl_t *m, const layout_t *l, const dwin_t *A, const dwin_t *B,
-                  const task_t *t, double *abuf, double *bbuf, staged_t *st)
-{
-    const int nb2 = l->nb * l->nb;
-    int I = t->li * pr + myrow, J = t->lj * pc + mycol;
-    int oa = owner(I, t->K), ob = owner(t->K, J);
-    MPI_Aint da = block_disp(l, I, t->K), db = block_disp(l, t->K, J);
-    st->req[0] = st->req[1] = MPI_REQUEST_NULL;
-    if (A->direct[oa]) {
-        st->a = A->direct[oa] + da;
-    } else {
-        m->rget(abuf, nb2, MPI_DOUBLE, oa, da, nb2, MPI_DOUBLE, A->win, &st->req[0]);
-        st->a = abuf;
-    }
-    if (B->direct[ob]) {
-        st->b = B->direct[ob] + db;
-    } else {
-        m->rget(bbuf, nb2, MPI_DOUBLE, ob, db, nb2, MPI_DOUBLE, B->win, &st->req[1]);
-        st->b = bbuf;
-    }
-}
-
-static bool task_direct(const dwin_t *A, const dwin_t *B, const task_t *t)
-{
-    int I = t->li * pr + myrow, J = t->lj * pc + mycol;
-    return A->direct[owner(I, t->K)] && B->direct[owner(t->K, J)];
-}
-
-/* C = A B on the blocks of A, B, C; returns seconds (max over processes). */
-static double rma_dgemm(const impl_t *m, const layout_t *l, const dwin_t *A, const dwin_t *B,
-                        double *C, dgemm_opts_t o)
-{
-    const int nb = l->nb, nb2 = nb * nb;
-    const size_t ntask = (size_t)l->lr * l->lc * l->nbk;
-    task_t *tasks = malloc(sizeof *tasks * (ntask ? ntask : 1));
-    double *buf = malloc(sizeof(double) * 4 * (size_t)nb2); /* A and B, two slots each */
-    size_t n = 0;
-    /* Owner computes: the products of this process's C blocks. */
-    for (int li = 0; li < l->lr; li++)
-        for (int lj = 0; lj < l->lc; lj++)
-            for (int k = 0; k < l->nbk; k++)
-                tasks[n++] = (task_t){ li, lj, o.stagger ? (k + rank) % l->nbk : k };
-    /* Zero-copy products first (stable), so the pipeline starts at once. */
-    task_t *sorted = malloc(sizeof *sorted * (ntask ? ntask : 1));
-    size_t s = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n; i++)
-            if (task_direct(A, B, &tasks[i]) == (pass == 0))
-                sorted[s++] = tasks[i];
-    memset(C, 0, sizeof(double) * (size_t)l->lr * l->lc * nb2);
-
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    m->lock_all(MPI_MODE_NOCHECK, A->win);
-    m->lock_all(MPI_MODE_NOCHECK, B->win);
-    staged_t cur = { .req = { MPI_REQUEST_NULL, MPI_REQUEST_NULL } }, next = cur;
-    if (n)
-        stage(m, l, A, B, &sorted[0], buf, buf + nb2, &cur);
-    for (size_t i = 0; i < n; i++) {
-        const int slot = (int)(i + 1) % 2;
-        /* Non-blocking: the next product's blocks move during this dgemm. */
-        if (o.nonblocking && i + 1 < n)
-            stage(m, l, A, B, &sorted[i + 1], buf + 2 * slot * nb2, buf + (2 * slot + 1) * nb2,
-                  &next);
-        MPI_Wait(&cur.req[0], MPI_STATUS_IGNORE);
-        MPI_Wait(&cur.req[1], MPI_STATUS_IGNORE);
-        const task_t *t = &sorted[i];
-        double *c = C + ((size_t)t->li * l->lc + t->lj) * nb2;
-        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, nb, nb, nb, 1.0, cur.a, nb, cur.b,
-                    nb, 1.0, c, nb);
-        if (i + 1 < n) {
-            if (!o.nonblocking)
-                stage(m, l, A, B, &sorted[i + 1], buf + 2 * slot * nb2,
-                      buf + (2 * slot + 1) * nb2, &next);
-            cur = next;
-        }
-    }
-    m->unlock_all(B->win);
-    m->unlock_all(A->win);
-    double t = MPI_Wtime() - t0, tmax;
-    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    free(tasks);
-    free(sorted);
-    free(buf);
-    return tmax;
-}
-
-/* ---------------------------------------------------------------- RMA-LU */
-
-/* In-place LU of one nb x nb block, no pivoting (unit lower L, upper U). */
-static void lu_block(double *a, int nb)
-{
-    for (int k = 0; k < nb; k++) {
-        const double pivot = a[(size_t)k * nb + k];
-        for (int r = k + 1; r < nb; r++)
-            a[(size_t)k * nb + r] /= pivot;
-        if (k + 1 < nb)
-            cblas_dger(CblasColMajor, nb - k - 1, nb - k - 1, -1.0, a + (size_t)k * nb + k + 1, 1,
-                       a + (size_t)(k + 1) * nb + k, nb, a + (size_t)(k + 1) * nb + k + 1, nb);
-    }
-}
-
-/* The panel window: notify flags (3 per step: diagonal, L, U), then the
- * received blocks, indexed by step so that no slot is ever reused. */
-typedef struct {
-    MPI_Win win;
-    double *base;
-    int nbk, lr, lc, nb2;
-} panels_t;
-
-enum { FLAG_DIAG, FLAG_L, FLAG_U };
-
-static MPI_Aint flag_disp(const panels_t *p, int k, int which)
-{
-    (void)p;
-    return (MPI_Aint)k * 3 + which;
-}
-static MPI_Aint diag_disp(const panels_t *p, int k)
-{
-    return (MPI_Aint)p->nbk * 3 + (MPI_Aint)k * p->nb2;
-}
-static MPI_Aint lslot_disp(const panels_t *p, int k, int li)
-{
-    return diag_disp(p, p->nbk) + ((MPI_Aint)k * p->lr + li) * p->nb2;
-}
-static MPI_Aint uslot_disp(const panels_t *p, int k, int lj)
-{
-    return lslot_disp(p, p->nbk, 0) + ((MPI_Aint)k * p->lc + lj) * p->nb2;
-}
-
-/* The sizes above are the receiver's; every process of a row has the same lr,
- * every process of a column the same lc, which is what senders rely on. */
-
-static void notify(const impl_t *m, const panels_t *p, int target, int k, int which)
-{
-    const double one = 1.0;
-    m->flush(target, p->win); /* the blocks first: complete at the target */
-    m->acc(&one, 1, MPI_DOUBLE, target, flag_disp(p, k, which), 1, MPI_DOUBLE, MPI_REPLACE,
-           p->win);
-    m->flush(target, p->win);
-}
-
-static void await(const impl_t *m, const panels_t *p, int k, int which)
-{
-    const double dummy = 0.0;
-    double v = 0.0;
-    for (int spins = 0;; spins++) {
-        m->fop(&dummy, &v, MPI_DOUBLE, rank, flag_disp(p, k, which), MPI_NO_OP, p->win);
-        m->flush(rank, p->win);
-        if (v != 0.0)
-            break;
-        if (spins > 64)
-            sched_yield(); /* more processes than cores: let the sender run */
-    }
-    m->win_sync(p->win); /* the blocks the flag announced are visible to loads */
-}
-
-static double rma_lu(const impl_t *m, const layout_t *l, double *A)
-{
-    const int nb = l->nb, nb2 = nb * nb, nbk = l->nbk;
-    panels_t p = { .nbk = nbk, .lr = l->lr, .lc = l->lc, .nb2 = nb2 };
-    MPI_Aint words = uslot_disp(&p, nbk, 0);
-    m->win_allocate(words * (MPI_Aint)sizeof(double), sizeof(double), MPI_INFO_NULL,
-                    MPI_COMM_WORLD, &p.base, &p.win);
-    memset(p.base, 0, sizeof(double) * (size_t)nbk * 3);
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    m->lock_all(MPI_MODE_NOCHECK, p.win);
-    for (int k = 0; k < nbk; k++) {
-        const int rk = k % pr, ck = k % pc;
-        /* Rows and columns of this process that the trailing update touches. */
-        int li0 = count_of(k + 1, pr, myrow), lj0 = count_of(k + 1, pc, mycol);
-        const bool in_row = myrow == rk, in_col = mycol == ck;
-        if (in_row && in_col) {
-            double *d = A + ((size_t)(k / pr) * l->lc + k / pc) * nb2;
-            lu_block(d, nb);
-            /* Put the factored block to its row and column, then notify. */
-            for (int q = 0; q < nprocs; q++)
-                if (q / pc == rk || q % pc == ck)
-                    m->put(d, nb2, MPI_DOUBLE, q, diag_disp(&p, k), nb2, MPI_DOUBLE, p.win);
-            for (int q = 0; q < nprocs; q++)
-                if (q / pc == rk || q % pc == ck)
-                    notify(m, &p, q, k, FLAG_DIAG);
-        }
-        if (in_col && li0 < l->lr) {
-            await(m, &p, k, FLAG_DIAG);
-            const double *d = p.base + diag_disp(&p, k);
-            for (int li = li0; li < l->lr; li++) {
-                double *b = A + ((size_t)li * l->lc + k / pc) * nb2;
-                cblas_dtrsm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, nb,
-                            nb, 1.0, d, nb, b, nb);
-                for (int c = 0; c < pc; c++)
-                    m->put(b, nb2, MPI_DOUBLE, myrow * pc + c, lslot_disp(&p, k, li), nb2,
-                           MPI_DOUBLE, p.win);
-            }
-            for (int c = 0; c < pc; c++)
-                notify(m, &p, myrow * pc + c, k, FLAG_L);
-        }
-        if (in_row && lj0 < l->lc) {
-            await(m, &p, k, FLAG_DIAG);
-            const double *d = p.base + diag_disp(&p, k);
-            for (int lj = lj0; lj < l->lc; lj++) {
-                double *b = A + ((size_t)(k / pr) * l->lc + lj) * nb2;
-                cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, nb, nb,
-                            1.0, d, nb, b, nb);
-                for (int r = 0; r < pr; r++)
-                    m->put(b, nb2, MPI_DOUBLE, r * pc + mycol, uslot_disp(&p, k, lj), nb2,
-                           MPI_DOUBLE, p.win);
-            }
-            for (int r = 0; r < pr; r++)
-                notify(m, &p, r * pc + mycol, k, FLAG_U);
-        }
-        /* Trailing update, owner computes: A(I,J) -= L(I,k) U(k,J). */
-        if (li0 < l->lr && lj0 < l->lc) {
-            await(m, &p, k, FLAG_L);
-            await(m, &p, k, FLAG_U);
-            for (int lj = lj0; lj < l->lc; lj++)
-                for (int li = li0; li < l->lr; li++)
-                    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, nb, nb, nb, -1.0,
-                                p.base + lslot_disp(&p, k, li), nb,
-                                p.base + uslot_disp(&p, k, lj), nb, 1.0,
-                                A + ((size_t)li * l->lc + lj) * nb2, nb);
-        }
-    }
-    m->unlock_all(p.win);
-    double t = MPI_Wtime() - t0, tmax;
-    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    m->win_free(&p.win);
-    return tmax;
 }
 
 /* ------------------------------------------------------------ verification */
@@ -547,23 +208,11 @@ static double check_lu(const layout_t *l, block_at_fn at, void *ctx)
     return res;
 }
 
-typedef struct {
-    const layout_t *l;
-    double *mem;
-} blocked_t;
-
-/* --inject-error: one wrong element in the first block rank 0 owns. */
-static void maybe_corrupt(double *blocks, const layout_t *l)
+/* --inject-error: one wrong element (local (1, 1)) on rank 0. */
+static void maybe_corrupt(double *mem, int lld, const layout_t *l)
 {
     if (inject_error && rank == 0 && l->lr && l->lc)
-        blocks[l->nb + 1] += 1e-3; /* row 1, column 1 */
-}
-
-static double *blocked_at(void *ctx, int I, int J, int *ld)
-{
-    blocked_t *b = ctx;
-    *ld = b->l->nb;
-    return b->mem + ((size_t)(I / pr) * b->l->lc + J / pc) * b->l->nb * b->l->nb;
+        mem[lld + 1] += 1e-3;
 }
 
 /* ---------------------------------------------------------------- ScaLAPACK */
@@ -613,24 +262,24 @@ static FILE *csv;
  * phases fall on every kernel alike. */
 typedef enum {
     J_RMA_DGEMM, J_RMA_LU, J_PDGEMM, J_PDGETRF, J_DGEMM_CEILING, J_DGETRF_CEILING,
-    J_BLOCKS_CEILING /* the ceiling's work as the RMA kernel cuts it: nb x nb block products */
+    J_INTERPOSED /* pdgemm_ answered by the library */
 } job_kind_t;
 typedef struct {
     job_kind_t kind;
-    const impl_t *m;    /* RMA kernels */
-    dgemm_opts_t o;     /* RMA-dgemm */
+    const os_la_rma_t *m; /* RMA kernels */
+    os_la_opts_t o;       /* RMA-dgemm */
     const char *opts;   /* label of the configuration ("" for the default) */
     double t[16];
     double residual;
 } job_t;
 
-static job_t job(job_kind_t kind, const impl_t *m, dgemm_opts_t o, const char *opts)
+static job_t job(job_kind_t kind, const os_la_rma_t *m, os_la_opts_t o, const char *opts)
 {
     return (job_t){ .kind = kind, .m = m, .o = o, .opts = opts };
 }
 
 static const char *const job_kernel[] = { "RMA-dgemm", "RMA-LU", "pdgemm", "pdgetrf", "dgemm",
-                                          "dgetrf", "dgemm-blocks" };
+                                          "dgetrf", "RMA-dgemm" };
 
 static double median(double *v, int n)
 {
@@ -644,7 +293,9 @@ static void report(const job_t *j, const layout_t *l, int reps)
         return;
     const bool lu = j->kind == J_RMA_LU || j->kind == J_PDGETRF || j->kind == J_DGETRF_CEILING;
     const char *impl = j->m ? j->m->name
-                       : j->kind == J_PDGEMM || j->kind == J_PDGETRF ? "scalapack" : "ceiling";
+                       : j->kind == J_PDGEMM || j->kind == J_PDGETRF ? "scalapack"
+                       : j->kind == J_INTERPOSED                     ? "interposed"
+                                                                     : "ceiling";
     double t[16];
     memcpy(t, j->t, sizeof t);
     double secs = median(t, reps), flops = (lu ? 2.0 / 3.0 : 2.0) * l->n * (double)l->n * l->n;
@@ -660,44 +311,11 @@ static void report(const job_t *j, const layout_t *l, int reps)
                    impl, l->n, j->residual, RESIDUAL_BOUND);
 }
 
-/* One repetition of an RMA kernel; the last one is verified. */
-static double rep_rma(job_t *j, const layout_t *l, bool verify)
+/* One repetition of a distributed kernel on ScaLAPACK's layout (the RMA
+ * kernels, the interposed pdgemm_, ScaLAPACK's own); the last one is verified. */
+static double rep_distributed(job_t *j, const layout_t *l, bool verify)
 {
-    const size_t bytes = sizeof(double) * (size_t)l->lr * l->lc * l->nb * l->nb;
-    double t;
-    if (j->kind == J_RMA_DGEMM) {
-        dwin_t A = dwin_make(j->m, (MPI_Aint)bytes, j->o.zero_copy),
-               B = dwin_make(j->m, (MPI_Aint)bytes, j->o.zero_copy);
-        double *C = malloc(bytes ? bytes : 1);
-        fill_blocks(l, A.base, 0, false);
-        fill_blocks(l, B.base, 1, false);
-        MPI_Barrier(MPI_COMM_WORLD);
-        t = rma_dgemm(j->m, l, &A, &B, C, j->o);
-        if (verify) {
-            maybe_corrupt(C, l);
-            blocked_t ctx = { l, C };
-            j->residual = check_dgemm(l, blocked_at, &ctx);
-        }
-        free(C);
-        dwin_free(j->m, &B);
-        dwin_free(j->m, &A);
-    } else {
-        double *A = malloc(bytes ? bytes : 1);
-        fill_blocks(l, A, 0, true);
-        t = rma_lu(j->m, l, A);
-        if (verify) {
-            maybe_corrupt(A, l);
-            blocked_t ctx = { l, A };
-            j->residual = check_lu(l, blocked_at, &ctx);
-        }
-        free(A);
-    }
-    return t;
-}
-
-static double rep_scalapack(job_t *j, const layout_t *l, bool verify)
-{
-    const bool lu = j->kind == J_PDGETRF;
+    const bool lu = j->kind == J_RMA_LU || j->kind == J_PDGETRF;
     int desc[9], lld, one = 1, info = 0, zero_src = 0;
     scal_desc(l, desc, &lld);
     int cols = numroc_(&l->n, &l->nb, &mycol, &zero_src, &pc);
@@ -714,15 +332,36 @@ static double rep_scalapack(job_t *j, const layout_t *l, bool verify)
     }
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    if (lu)
-        pdgetrf_(&l->n, &l->n, a.mem, &one, &one, desc, ipiv, &info);
-    else
+    switch (j->kind) {
+    case J_RMA_DGEMM:
+        os_la_pdgemm_with(j->m, j->o, "N", "N", &l->n, &l->n, &l->n, &alpha, a.mem, &one, &one,
+                          desc, b.mem, &one, &one, desc, &zero, c.mem, &one, &one, desc);
+        break;
+    case J_RMA_LU:
+        os_la_pdgetrf_nopiv_with(j->m, &l->n, &l->n, a.mem, &one, &one, desc, &info);
+        break;
+    case J_INTERPOSED: /* the program's call, as an unchanged ScaLAPACK program makes it */
+        os_la_set_interposition(true);
         pdgemm_("N", "N", &l->n, &l->n, &l->n, &alpha, a.mem, &one, &one, desc, b.mem, &one, &one,
                 desc, &zero, c.mem, &one, &one, desc);
+        os_la_set_interposition(false);
+        break;
+    case J_PDGEMM:
+        pdgemm_("N", "N", &l->n, &l->n, &l->n, &alpha, a.mem, &one, &one, desc, b.mem, &one, &one,
+                desc, &zero, c.mem, &one, &one, desc);
+        break;
+    default:
+        pdgetrf_(&l->n, &l->n, a.mem, &one, &one, desc, ipiv, &info);
+        break;
+    }
     double dt = MPI_Wtime() - t0;
     MPI_Allreduce(&dt, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (verify)
+    if (verify) {
+        const bool rma = j->kind == J_RMA_DGEMM || j->kind == J_RMA_LU || j->kind == J_INTERPOSED;
+        if (rma)
+            maybe_corrupt(lu ? a.mem : c.mem, lld, l);
         j->residual = info ? INFINITY : lu ? check_lu(l, scal_at, &a) : check_dgemm(l, scal_at, &c);
+    }
     free(ipiv);
     free(a.mem);
     free(b.mem);
@@ -749,19 +388,6 @@ static double rep_ceiling(job_t *j, const layout_t *l)
         double t0 = MPI_Wtime();
         if (lu) {
             dgetrf_(&n, &n, a, &n, ipiv, &info);
-        } else if (j->kind == J_BLOCKS_CEILING) {
-            /* nbk^3 products of nb x nb blocks, contiguous as the RMA kernel
-             * keeps them (the matrices' memory reused as blocks). */
-            const int nb = l->nb, nbk = l->nbk;
-            const size_t nb2 = (size_t)nb * nb;
-            memset(c, 0, sizeof(double) * (size_t)n * n);
-            for (int bi = 0; bi < nbk; bi++)
-                for (int bj = 0; bj < nbk; bj++)
-                    for (int bk = 0; bk < nbk; bk++)
-                        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, nb, nb, nb, 1.0,
-                                    a + ((size_t)bi * nbk + bk) * nb2, nb,
-                                    b + ((size_t)bk * nbk + bj) * nb2, nb, 1.0,
-                                    c + ((size_t)bi * nbk + bj) * nb2, nb);
         } else {
             cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a, n, b, n, 0.0,
                         c, n);
@@ -783,11 +409,9 @@ static void run_jobs(job_t *jobs, int njobs, const layout_t *l, int reps)
             job_t *j = &jobs[k];
             const bool last = r == reps - 1;
             switch (j->kind) {
-            case J_RMA_DGEMM:
-            case J_RMA_LU: j->t[r] = rep_rma(j, l, last); break;
-            case J_PDGEMM:
-            case J_PDGETRF: j->t[r] = rep_scalapack(j, l, last); break;
-            default: j->t[r] = rep_ceiling(j, l); break;
+            case J_DGEMM_CEILING:
+            case J_DGETRF_CEILING: j->t[r] = rep_ceiling(j, l); break;
+            default: j->t[r] = rep_distributed(j, l, last); break;
             }
         }
     for (int k = 0; k < njobs; k++)
@@ -798,7 +422,7 @@ static void run_jobs(job_t *jobs, int njobs, const layout_t *l, int reps)
 int main(int argc, char **argv)
 {
     const char *sizes = "512,1024", *kernels = "dgemm,lu", *csv_path = NULL;
-    int nb = 128, reps = 3;
+    int nb = 128, reps = 3, panel = 0;
     bool ablation = false, scalapack = true;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -806,6 +430,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--sizes") && i + 1 < argc) sizes = argv[++i];
         else if (!strcmp(argv[i], "--nb") && i + 1 < argc) nb = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--panel") && i + 1 < argc) panel = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = argv[++i];
         else if (!strcmp(argv[i], "--impls") && i + 1 < argc) bench_choose_impls(argv[++i]);
@@ -822,10 +447,8 @@ int main(int argc, char **argv)
     pc = nprocs / pr;
     myrow = rank / pc;
     mycol = rank % pc;
-    if (scalapack) {
-        Cblacs_get(0, 0, &blacs_ctx);
-        Cblacs_gridinit(&blacs_ctx, "Row", pr, pc);
-    }
+    Cblacs_get(0, 0, &blacs_ctx); /* the library's kernels run on a BLACS grid too */
+    Cblacs_gridinit(&blacs_ctx, "Row", pr, pc);
     if (rank == 0 && csv_path) {
         csv = fopen(csv_path, "w");
         if (csv)
@@ -837,18 +460,24 @@ int main(int argc, char **argv)
         printf("%-12s %-10s %6s %5s %10s %9s %10s  %s\n", "kernel", "impl", "N", "nb", "GFLOP/s",
                "seconds", "residual", "options");
     }
-    const dgemm_opts_t all_on = { true, true, true };
+    os_la_opts_t all_on = os_la_default_opts;
+    all_on.panel = panel;
     const char *const ceiling = "OpenBLAS, 1 process, x P";
     /* Paper 002, Table I, on onesided. */
-    static const struct {
-        dgemm_opts_t o;
+    struct {
+        os_la_opts_t o;
         const char *name;
     } abl[] = {
-        { { false, false, true }, "zero-copy off, non-blocking off" },
-        { { false, true, true }, "zero-copy off, non-blocking on" },
-        { { true, false, true }, "zero-copy on, non-blocking off" },
-        { { true, true, false }, "zero-copy on, non-blocking on, contention order off" },
+        { all_on, "in place off, non-blocking off" },
+        { all_on, "in place off, non-blocking on" },
+        { all_on, "in place on, non-blocking off" },
+        { all_on, "in place on, non-blocking on, contention order off" },
     };
+    abl[0].o.in_place = abl[0].o.nonblocking = false;
+    abl[1].o.in_place = false;
+    abl[2].o.nonblocking = false;
+    abl[3].o.stagger = false;
+    const os_la_rma_t *rmas[2] = { &os_la_rma_native, &os_la_rma_onesided };
     for (const char *s = sizes; s && *s; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL) {
         int n = atoi(s);
         if (n < nb || n % nb) {
@@ -863,19 +492,19 @@ int main(int argc, char **argv)
         if (bench_in_list(kernels, "dgemm")) {
             for (int k = 0; k < 2; k++)
                 if (bench_impl_on(k))
-                    jobs[nj++] = job(J_RMA_DGEMM, &impls[k], all_on, "");
+                    jobs[nj++] = job(J_RMA_DGEMM, rmas[k], all_on, "");
+            if (bench_impl_on(IMPL_ONESIDED))
+                jobs[nj++] = job(J_INTERPOSED, NULL, all_on, "pdgemm_ answered by onesided_pdgemm");
             for (size_t a = 0; ablation && a < sizeof abl / sizeof abl[0]; a++)
-                jobs[nj++] = job(J_RMA_DGEMM, &impls[IMPL_ONESIDED], abl[a].o, abl[a].name);
+                jobs[nj++] = job(J_RMA_DGEMM, rmas[IMPL_ONESIDED], abl[a].o, abl[a].name);
             if (scalapack)
                 jobs[nj++] = job(J_PDGEMM, NULL, all_on, "");
             jobs[nj++] = job(J_DGEMM_CEILING, NULL, all_on, ceiling);
-            if (ablation) /* what cutting the work into blocks costs by itself */
-                jobs[nj++] = job(J_BLOCKS_CEILING, NULL, all_on, "as the ceiling, in RMA-dgemm's blocks");
         }
         if (bench_in_list(kernels, "lu")) {
             for (int k = 0; k < 2; k++)
                 if (bench_impl_on(k))
-                    jobs[nj++] = job(J_RMA_LU, &impls[k], all_on, "");
+                    jobs[nj++] = job(J_RMA_LU, rmas[k], all_on, "");
             if (scalapack)
                 jobs[nj++] = job(J_PDGETRF, NULL, all_on, "");
             jobs[nj++] = job(J_DGETRF_CEILING, NULL, all_on, ceiling);
@@ -884,8 +513,7 @@ int main(int argc, char **argv)
     }
     if (csv)
         fclose(csv);
-    if (scalapack)
-        Cblacs_gridexit(blacs_ctx);
+    Cblacs_gridexit(blacs_ctx);
     MPI_Finalize();
     return 0;
 }

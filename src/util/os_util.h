@@ -193,6 +193,14 @@ void os_log_set_rank(int rank);
       "1 = a forwarding server wakes when a held batch's window ends; 0 = it does not, and "  \
       "held batches leave at its periodic wake-up (every millisecond) or with other traffic " \
       "(for the test of that stalemate breaker).")                                            \
+    X(la_pdgemm, int, "ONESIDED_LA_PDGEMM", NULL, "0",                                        \
+      "libonesided_la only: 1 = a program's own pdgemm_ calls are answered by onesided_pdgemm " \
+      "(the library preloaded, or linked before ScaLAPACK); 0 = they go to ScaLAPACK.")       \
+    X(la_panel, int, "ONESIDED_LA_PANEL", NULL, "256",                                        \
+      "libonesided_la: columns of op(A) (rows of op(B)) that onesided_pdgemm multiplies in "  \
+      "one dgemm call, at least (whole blocks are added until it is reached); wider panels "  \
+      "run dgemm faster and cost more buffer memory (2 x (local rows + local columns of C) " \
+      "x panel doubles).")                                                                    \
     X(help, int, "ONESIDED_HELP", NULL, "0",                                                  \
       "Print this table of tunables on rank 0 at MPI_Init.")
 
