@@ -161,10 +161,14 @@ static int kpieces(const operand_t *x, const kseg_t *seg, int nseg, int k0, run_
     return n;
 }
 
-/* The panel in place, when one piece and one run cover it from this process. */
-static bool in_place(const operand_t *x, const run_t *piece, int npieces, int my_k, int my_run,
+/* The panel in place, when one piece and one run cover it from this
+ * process (grid coordinates myrow, mycol). An operand's k axis is its
+ * columns (op N for A, T for B) or its rows; its other axis is C's rows
+ * (A) or columns (B). */
+static bool in_place(const operand_t *x, const run_t *piece, int npieces, int myrow, int mycol,
                      view_t *v)
 {
+    const int my_k = x->k_is_row ? myrow : mycol, my_run = x->k_is_row ? mycol : myrow;
     if (npieces != 1 || x->nruns != 1 || piece->owner != my_k || x->runs[0].owner != my_run)
         return false;
     const int r0 = x->k_is_row ? piece->local : x->runs[0].local;
@@ -227,39 +231,38 @@ typedef struct {
     bool copy_local;
 } kernel_t;
 
+/* Panel p's pieces of each operand, into kn->pa and kn->pb. */
+static void pieces_of(kernel_t *kn, const panel_t *p, int *na, int *nb)
+{
+    *na = kpieces(kn->A, kn->seg + p->seg0, p->nseg, p->k0, kn->pa);
+    *nb = kpieces(kn->B, kn->seg + p->seg0, p->nseg, p->k0, kn->pb);
+}
+
 /* Point at, or start fetching, panel p's two operands into `slot`. */
 static staged_t stage(kernel_t *kn, const panel_t *p, int slot)
 {
     staged_t st;
-    const int na = kpieces(kn->A, kn->seg + p->seg0, p->nseg, p->k0, kn->pa);
-    const int nb = kpieces(kn->B, kn->seg + p->seg0, p->nseg, p->k0, kn->pb);
-    /* A's k axis is its columns (N) or rows (T); its other axis is C's rows. */
-    const int a_k = kn->A->k_is_row ? kn->myrow : kn->mycol;
-    const int a_r = kn->A->k_is_row ? kn->mycol : kn->myrow;
-    const int b_k = kn->B->k_is_row ? kn->myrow : kn->mycol;
-    const int b_r = kn->B->k_is_row ? kn->mycol : kn->myrow;
-    if (kn->copy_local || !in_place(kn->A, kn->pa, na, a_k, a_r, &st.a)) {
+    int na, nb;
+    pieces_of(kn, p, &na, &nb);
+    if (kn->copy_local || !in_place(kn->A, kn->pa, na, kn->myrow, kn->mycol, &st.a)) {
         post_panel(kn->rma, kn->A, kn->pa, na, p->width, slot, &kn->types, &kn->reqs[slot]);
         st.a = (view_t){ kn->A->buf[slot], kn->A->k_is_row ? p->width : kn->A->extent };
     }
-    if (kn->copy_local || !in_place(kn->B, kn->pb, nb, b_k, b_r, &st.b)) {
+    if (kn->copy_local || !in_place(kn->B, kn->pb, nb, kn->myrow, kn->mycol, &st.b)) {
         post_panel(kn->rma, kn->B, kn->pb, nb, p->width, slot, &kn->types, &kn->reqs[slot]);
         st.b = (view_t){ kn->B->buf[slot], kn->B->k_is_row ? p->width : kn->B->extent };
     }
     return st;
 }
 
+/* Are both of panel p's operands read in place? */
 static bool panel_local(kernel_t *kn, const panel_t *p)
 {
-    staged_t st;
-    const int na = kpieces(kn->A, kn->seg + p->seg0, p->nseg, p->k0, kn->pa);
-    const int nb = kpieces(kn->B, kn->seg + p->seg0, p->nseg, p->k0, kn->pb);
-    const int a_k = kn->A->k_is_row ? kn->myrow : kn->mycol;
-    const int a_r = kn->A->k_is_row ? kn->mycol : kn->myrow;
-    const int b_k = kn->B->k_is_row ? kn->myrow : kn->mycol;
-    const int b_r = kn->B->k_is_row ? kn->mycol : kn->myrow;
-    return in_place(kn->A, kn->pa, na, a_k, a_r, &st.a) &&
-           in_place(kn->B, kn->pb, nb, b_k, b_r, &st.b);
+    view_t v;
+    int na, nb;
+    pieces_of(kn, p, &na, &nb);
+    return in_place(kn->A, kn->pa, na, kn->myrow, kn->mycol, &v) &&
+           in_place(kn->B, kn->pb, nb, kn->myrow, kn->mycol, &v);
 }
 
 /* Scale this process's part of sub(C) by beta (beta = 0: C is not read). */

@@ -109,6 +109,30 @@ static void t_fill(t_mat_t *x, double (*f)(int, int, void *), void *ctx, double 
         }
 }
 
+/* The grids P processes make: 1 x P, P x 1, 2 x 2 at 4, and 1 x 2 (which
+ * leaves processes out) at 3 and more. Returns how many. */
+static int t_grids(int grids[4][2])
+{
+    int n = 0;
+    grids[n][0] = 1, grids[n++][1] = t_size;
+    if (t_size > 1)
+        grids[n][0] = t_size, grids[n++][1] = 1;
+    if (t_size == 4)
+        grids[n][0] = 2, grids[n++][1] = 2;
+    if (t_size >= 3)
+        grids[n][0] = 1, grids[n++][1] = 2;
+    return n;
+}
+
+/* A BLACS grid of pr x pc processes, row-major: ranks 0 .. pr pc - 1. */
+static int t_grid(int pr, int pc)
+{
+    int ctxt;
+    Cblacs_get(0, 0, &ctxt);
+    Cblacs_gridinit(&ctxt, "Row", pr, pc);
+    return ctxt;
+}
+
 static int t_finish(const char *name)
 {
     int failed, passed;

@@ -242,26 +242,14 @@ int main(int argc, char **argv)
     }
 
     if (illegal) {
-        int ctxt;
-        Cblacs_get(0, 0, &ctxt);
-        Cblacs_gridinit(&ctxt, "Row", 1, t_size);
-        illegal_call(ctxt);
+        illegal_call(t_grid(1, t_size));
         return t_finish("test_pdgemm --illegal");
     }
-    /* Grids: 1 x P, P x 1, 2 x 2 at 4, and 1 x 2 leaving processes out at 3 and more. */
-    int grids[4][2], ngrids = 0;
-    grids[ngrids][0] = 1, grids[ngrids++][1] = t_size;
-    if (t_size > 1)
-        grids[ngrids][0] = t_size, grids[ngrids++][1] = 1;
-    if (t_size == 4)
-        grids[ngrids][0] = 2, grids[ngrids++][1] = 2;
-    if (t_size >= 3)
-        grids[ngrids][0] = 1, grids[ngrids++][1] = 2;
+    int grids[4][2];
+    const int ngrids = t_grids(grids);
     for (int gi = 0; gi < ngrids; gi++) {
         const int pr = grids[gi][0], pc = grids[gi][1];
-        int ctxt;
-        Cblacs_get(0, 0, &ctxt);
-        Cblacs_gridinit(&ctxt, "Row", pr, pc);
+        const int ctxt = t_grid(pr, pc);
         const bool in_grid = t_rank < pr * pc;
         for (int i = 0; i < cases; i++) {
             case_t c = draw_case(pr, pc);

@@ -140,19 +140,11 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &t_size);
-    int grids[4][2], ngrids = 0;
-    grids[ngrids][0] = 1, grids[ngrids++][1] = t_size;
-    if (t_size > 1)
-        grids[ngrids][0] = t_size, grids[ngrids++][1] = 1;
-    if (t_size == 4)
-        grids[ngrids][0] = 2, grids[ngrids++][1] = 2;
-    if (t_size >= 3)
-        grids[ngrids][0] = 1, grids[ngrids++][1] = 2;
+    int grids[4][2];
+    const int ngrids = t_grids(grids);
     for (int gi = 0; gi < ngrids; gi++) {
         const int pr = grids[gi][0], pc = grids[gi][1];
-        int ctxt;
-        Cblacs_get(0, 0, &ctxt);
-        Cblacs_gridinit(&ctxt, "Row", pr, pc);
+        const int ctxt = t_grid(pr, pc);
         const bool in_grid = t_rank < pr * pc;
         MPI_Comm grid;
         MPI_Comm_split(MPI_COMM_WORLD, in_grid, t_rank, &grid);
