@@ -41,15 +41,18 @@ static void first_call(void)
 const os_la_opts_t os_la_default_opts = { .in_place = true, .nonblocking = true,
                                           .stagger = true, .panel = 0 };
 
-const os_la_rma_t os_la_rma_onesided = {
-    "onesided", MPI_Win_create, MPI_Win_allocate, MPI_Win_free, MPI_Win_lock_all,
-    MPI_Win_unlock_all, MPI_Rget, MPI_Put, MPI_Accumulate, MPI_Fetch_and_op, MPI_Win_flush,
-    MPI_Win_sync,
-};
+#define RMA_TABLE(P)                                                                          \
+    .win_create = P##MPI_Win_create, .win_allocate = P##MPI_Win_allocate,                      \
+    .win_free = P##MPI_Win_free, .lock_all = P##MPI_Win_lock_all,                              \
+    .unlock_all = P##MPI_Win_unlock_all, .rget = P##MPI_Rget, .get = P##MPI_Get,               \
+    .put = P##MPI_Put, .acc = P##MPI_Accumulate, .fop = P##MPI_Fetch_and_op,                   \
+    .flush = P##MPI_Win_flush, .flush_all = P##MPI_Win_flush_all, .win_sync = P##MPI_Win_sync
+const os_la_rma_t os_la_rma_onesided = { .name = "onesided", RMA_TABLE() };
 const os_la_rma_t os_la_rma_native = {
-    "native", PMPI_Win_create, PMPI_Win_allocate, PMPI_Win_free, PMPI_Win_lock_all,
-    PMPI_Win_unlock_all, PMPI_Rget, PMPI_Put, PMPI_Accumulate, PMPI_Fetch_and_op, PMPI_Win_flush,
-    PMPI_Win_sync,
+    .name = "native", RMA_TABLE(P),
+#ifdef MPICH_VERSION
+    .rget_datatypes_broken = true, /* pmodels/mpich#7896 */
+#endif
 };
 
 /* ------------------------------------------------------- ScaLAPACK's own */

@@ -90,6 +90,12 @@ typedef struct {
     int (*unlock_all)(MPI_Win);
     int (*rget)(void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win,
                 MPI_Request *);
+    int (*get)(void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win);
+    int (*flush_all)(MPI_Win);
+    /* MPI_Rget's request completes before a non-contiguous transfer's data
+     * has landed (MPICH 4.0's ch4:ucx: pmodels/mpich#7896): the kernel then
+     * uses MPI_Get and MPI_Win_flush_all instead. */
+    bool rget_datatypes_broken;
     int (*put)(const void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win);
     int (*acc)(const void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Op, MPI_Win);
     int (*fop)(const void *, void *, MPI_Datatype, int, MPI_Aint, MPI_Op, MPI_Win);

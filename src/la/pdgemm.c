@@ -131,10 +131,12 @@ typedef struct {
     int ld;
 } view_t;
 
-/* Requests of one buffer slot. */
+/* Requests of one buffer slot (or, where the RMA's requests cannot be
+ * trusted, a flush owed before the slot is read). */
 typedef struct {
     MPI_Request *r;
     int n, cap;
+    bool flush;
 } reqs_t;
 
 static MPI_Request *req_slot(reqs_t *q)
@@ -201,9 +203,15 @@ static void post_panel(const os_la_rma_t *rma, const operand_t *x, const run_t *
                            sizeof(double) * (size_t)rows);
                 continue;
             }
-            rma->rget(dst, 1, os_la_vtype(tc, rows, cols, ld), src,
-                      (MPI_Aint)r0 + (MPI_Aint)c0 * x->lld_of[src], 1,
-                      os_la_vtype(tc, rows, cols, x->lld_of[src]), x->win, req_slot(q));
+            const MPI_Aint disp = (MPI_Aint)r0 + (MPI_Aint)c0 * x->lld_of[src];
+            MPI_Datatype to = os_la_vtype(tc, rows, cols, ld),
+                         from = os_la_vtype(tc, rows, cols, x->lld_of[src]);
+            if (rma->rget_datatypes_broken) {
+                rma->get(dst, 1, to, src, disp, 1, from, x->win);
+                q->flush = true;
+            } else {
+                rma->rget(dst, 1, to, src, disp, 1, from, x->win, req_slot(q));
+            }
             __atomic_fetch_add(&os_la_stats.pdgemm_gets, 1, __ATOMIC_RELAXED);
             __atomic_fetch_add(&os_la_stats.pdgemm_get_bytes,
                                (uint64_t)rows * cols * sizeof(double), __ATOMIC_RELAXED);
@@ -464,6 +472,13 @@ bool os_la_pdgemm_rma(const os_la_rma_t *rma, os_la_opts_t o, char ta, char tb, 
         for (int r = 0; r < kn.reqs[slot].n; r++)
             MPI_Wait(&kn.reqs[slot].r[r], MPI_STATUS_IGNORE);
         kn.reqs[slot].n = 0;
+        if (kn.reqs[slot].flush) { /* also completes the next panel's gets, if posted */
+            if (window_a)
+                rma->flush_all(A.win);
+            if (window_b && !one_window)
+                rma->flush_all(B.win);
+            kn.reqs[slot].flush = false;
+        }
         const panel_t *p = &panel[order[i]];
         if (p->local)
             __atomic_fetch_add(&os_la_stats.pdgemm_local_panels, 1, __ATOMIC_RELAXED);
