@@ -46,12 +46,12 @@ const os_la_opts_t os_la_default_opts = { .in_place = true, .nonblocking = true,
     .win_free = P##MPI_Win_free, .lock_all = P##MPI_Win_lock_all,                              \
     .unlock_all = P##MPI_Win_unlock_all, .rget = P##MPI_Rget, .get = P##MPI_Get,               \
     .put = P##MPI_Put, .acc = P##MPI_Accumulate, .fop = P##MPI_Fetch_and_op,                   \
-    .flush = P##MPI_Win_flush, .flush_all = P##MPI_Win_flush_all, .win_sync = P##MPI_Win_sync
+    .flush = P##MPI_Win_flush, .win_sync = P##MPI_Win_sync
 const os_la_rma_t os_la_rma_onesided = { .name = "onesided", RMA_TABLE() };
 const os_la_rma_t os_la_rma_native = {
     .name = "native", RMA_TABLE(P),
 #ifdef MPICH_VERSION
-    .rget_datatypes_broken = true, /* pmodels/mpich#7896 */
+    .gets_complete_per_target_only = true, /* pmodels/mpich#7896, and flush_all */
 #endif
 };
 

@@ -91,11 +91,13 @@ typedef struct {
     int (*rget)(void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win,
                 MPI_Request *);
     int (*get)(void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win);
-    int (*flush_all)(MPI_Win);
-    /* MPI_Rget's request completes before a non-contiguous transfer's data
-     * has landed (MPICH 4.0's ch4:ucx: pmodels/mpich#7896): the kernel then
-     * uses MPI_Get and MPI_Win_flush_all instead. */
-    bool rget_datatypes_broken;
+    /* The RMA's get completion cannot be trusted but per target (MPICH
+     * 4.0.2, ch4:ucx): MPI_Rget's request completes before a non-contiguous
+     * transfer's data has landed (pmodels/mpich#7896), and MPI_Win_flush_all
+     * returns before an outstanding MPI_Get of megabytes has (while
+     * MPI_Win_flush of its target waits for it). The kernel then uses
+     * MPI_Get and MPI_Win_flush per target. */
+    bool gets_complete_per_target_only;
     int (*put)(const void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win);
     int (*acc)(const void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Op, MPI_Win);
     int (*fop)(const void *, void *, MPI_Datatype, int, MPI_Aint, MPI_Op, MPI_Win);

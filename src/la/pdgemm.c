@@ -206,7 +206,7 @@ static void post_panel(const os_la_rma_t *rma, const operand_t *x, const run_t *
             const MPI_Aint disp = (MPI_Aint)r0 + (MPI_Aint)c0 * x->lld_of[src];
             MPI_Datatype to = os_la_vtype(tc, rows, cols, ld),
                          from = os_la_vtype(tc, rows, cols, x->lld_of[src]);
-            if (rma->rget_datatypes_broken) {
+            if (rma->gets_complete_per_target_only) {
                 rma->get(dst, 1, to, src, disp, 1, from, x->win);
                 q->flush = true;
             } else {
@@ -473,10 +473,12 @@ bool os_la_pdgemm_rma(const os_la_rma_t *rma, os_la_opts_t o, char ta, char tb, 
             MPI_Wait(&kn.reqs[slot].r[r], MPI_STATUS_IGNORE);
         kn.reqs[slot].n = 0;
         if (kn.reqs[slot].flush) { /* also completes the next panel's gets, if posted */
-            if (window_a)
-                rma->flush_all(A.win);
-            if (window_b && !one_window)
-                rma->flush_all(B.win);
+            for (int q = 0; q < np; q++) {
+                if (q != me && window_a)
+                    rma->flush(q, A.win);
+                if (q != me && window_b && !one_window)
+                    rma->flush(q, B.win);
+            }
             kn.reqs[slot].flush = false;
         }
         const panel_t *p = &panel[order[i]];
