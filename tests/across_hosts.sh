@@ -133,6 +133,11 @@ if [ -n "$ompi_build" ]; then
         shift 2
         timeout -k 10 "$limit" bash "$cluster" mpirun "$@" >"$logs/$name.log" 2>&1 </dev/null
     }
+    # The hosts share this machine's cores: a rank bound to "its host's core
+    # 0" shares one core with the other hosts' ranks (scripts/cluster.sh).
+    ojob ompi_h2_unbound 60 -np 2 --map-by ppr:1:node --host os-h1:1,os-h2:1 \
+        bash -c '[ "$(nproc)" = "$(nproc --all)" ] || { echo "$(hostname): bound to $(nproc) cores"; exit 1; }'
+    judge ompi_h2_unbound $?
     for p in test_ops test_sync test_concurrency test_windows test_errors test_datatypes \
              test_dynamic test_ucx_atomics; do
         ojob "ompi_h2_$p" 300 -np 2 --map-by ppr:1:node --host os-h1:1,os-h2:1 "$otests/$p"
