@@ -187,6 +187,9 @@ typedef enum {
     ONESIDED_STAT_CREATE_SHARED_BYTES, /* MPI_Win_create: bytes of this process's own memory made
                                        shareable for the window (onesided_create_share), so that
                                        node-mates reach it without CMA */
+    ONESIDED_STAT_AM_SERVED_IN_HOST, /* requests of other nodes served (am_served) while this
+                                       process waited inside a call of the host MPI, whose poll
+                                       loop progresses onesided too (ONESIDED_HOST_PROGRESS) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

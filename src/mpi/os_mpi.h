@@ -74,5 +74,9 @@ void os_mpi_stats_report(void);
 /* host_finalize.c: MPI_Finalize has begun (the host MPI's endpoint closes
  * that follow are left to its ucp_worker_destroy). */
 void os_mpi_host_finalize_begin(void);
+/* The host MPI's poll loop serves other nodes' requests (host_progress.c):
+ * started once the network is up, stopped before it goes down. */
+void os_mpi_host_progress_start(void);
+void os_mpi_host_progress_stop(void);
 
 #endif

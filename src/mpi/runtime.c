@@ -58,6 +58,7 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
             if (entered)
                 PMPI_Test(&req, &flag, MPI_STATUS_IGNORE);
         }
+        os_mpi_host_progress_stop();
         os_ucx_finalize();
     }
     return MPI_SUCCESS;
@@ -192,6 +193,7 @@ void os_mpi_init(void)
 #endif
     os_mpi_dtype_init();
     start_network(probe_node_access(rank));
+    os_mpi_host_progress_start();
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &keyval, NULL);
     PMPI_Comm_set_attr(MPI_COMM_SELF, keyval, NULL);
     if (os_config.help && rank == 0)
@@ -296,7 +298,7 @@ const char *onesided_stat_name(int stat)
         "requests_aggregated",
         "route_batches", "route_messages", "request_peers", "endpoints",
         "request_buffer_bytes", "fallback_no_cma", "lock_release_flushed",
-        "create_shared_bytes",
+        "create_shared_bytes", "am_served_in_host",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

@@ -298,7 +298,7 @@ typedef struct os_win {
     os_ucx_reg_t reg;        /* this process's window memory, registered */
     uint8_t *dirty;          /* [nranks] RDMA issued since the last flush */
     _Atomic int64_t *acks;   /* [nranks] accumulates sent and not yet acknowledged */
-    _Atomic uint64_t served, served_thread, deferred; /* requests served as a target */
+    _Atomic uint64_t served, served_thread, served_in_host, deferred; /* requests served as a target */
     int route;               /* os_route_t of its requests (net/forward.c) */
     os_hmap_t node_mates;    /* world rank + 1 -> window rank + 1 of the processes whose
                               * memory this one maps: its node server applies for them */

@@ -144,6 +144,11 @@ void os_log_set_rank(int rank);
       "of onesided's own calls (a target blocked in, say, MPI_Barrier serves nothing), so "   \
       "only for windows whose targets keep making RMA calls. Started by the first window "    \
       "spanning nodes that asks for it (info no_locks=true also declines).")                  \
+    X(host_progress, int, "ONESIDED_HOST_PROGRESS", NULL, "1",                                \
+      "1 = while this process waits inside the host MPI (MPI_Barrier, MPI_Recv, ...), the "   \
+      "host's poll loop also progresses onesided's worker (through ucp_worker_progress, and " \
+      "opal_progress on Open MPI), so other nodes' requests are served at once, as native "   \
+      "MPI serves its own; 0 = only the progress thread and onesided's calls serve them.")    \
     X(lock, int, "ONESIDED_LOCK", "onesided_lock", "hybrid",                                  \
       "Passive-target lock design for windows spanning nodes (paper 000): hybrid = CPU "      \
       "atomics inside the node, network atomics between nodes, the lock migrating between "   \

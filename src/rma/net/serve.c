@@ -132,6 +132,8 @@ static void count_served(os_win_t *w)
     atomic_fetch_add_explicit(&w->served, 1, memory_order_relaxed);
     if (os_ucx_in_progress_thread())
         atomic_fetch_add_explicit(&w->served_thread, 1, memory_order_relaxed);
+    else if (os_ucx_in_host_progress())
+        atomic_fetch_add_explicit(&w->served_in_host, 1, memory_order_relaxed);
 }
 
 /* Resolve and check the runs of a request against the memory of target
@@ -553,6 +555,7 @@ void os_serve_stats_sync(os_win_t *w)
 {
     w->stats.counter[ONESIDED_STAT_AM_SERVED] = atomic_load(&w->served);
     w->stats.counter[ONESIDED_STAT_AM_SERVED_THREAD] = atomic_load(&w->served_thread);
+    w->stats.counter[ONESIDED_STAT_AM_SERVED_IN_HOST] = atomic_load(&w->served_in_host);
     w->stats.counter[ONESIDED_STAT_AM_DEFERRED] = atomic_load(&w->deferred);
     pthread_mutex_lock(&reg_lock);
     w->stats.counter[ONESIDED_STAT_LOCK_TO_NETWORK] = w->hyb.to_net;

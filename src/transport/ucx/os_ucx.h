@@ -122,6 +122,14 @@ unsigned os_ucx_progress(void);
  * microseconds after which it wants to run again although no message
  * arrives (0 = at once), or -1 when it waits for nothing. */
 void os_ucx_set_idle_hook(int (*fn)(unsigned events));
+/* One progress round for a host MPI that waits (src/mpi/host_progress.c):
+ * skipped, returning 0, when another thread holds the worker or inside a
+ * handler; otherwise as os_ucx_progress. */
+unsigned os_ucx_progress_for_host(void);
+/* True while this thread runs os_ucx_progress_for_host. */
+bool os_ucx_in_host_progress(void);
+/* True for onesided's own worker (not the host MPI's). */
+bool os_ucx_is_own_worker(const void *worker);
 /* True inside an active-message handler of this thread. */
 bool os_ucx_in_handler(void);
 /* Endpoints this process opened (to send to a peer, first use). */

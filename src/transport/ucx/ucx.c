@@ -46,6 +46,7 @@ static struct {
 #define UNLOCK() pthread_mutex_unlock(&U.lock)
 
 static __thread bool in_progress_thread;
+static __thread bool in_host_progress;
 static __thread int in_handler;
 
 static os_status_t ucs_err(ucs_status_t s, const char *what)
@@ -246,7 +247,12 @@ void os_ucx_finalize(void)
     os_ucx_quiesce();
     free(closing);
     closing = NULL;
+    /* Under the lock: a host MPI's poll loop may be progressing it
+     * (os_ucx_progress_for_host), in another thread. */
+    LOCK();
     ucp_worker_destroy(U.worker);
+    U.worker = NULL;
+    UNLOCK();
     ucp_cleanup(U.ctx);
     free(U.addrs);
     free(U.off);
@@ -667,6 +673,33 @@ unsigned os_ucx_progress(void)
     if (U.idle_hook && !in_handler)
         (void)U.idle_hook(seen);
     return n;
+}
+
+unsigned os_ucx_progress_for_host(void)
+{
+    unsigned n = 0;
+    if (!U.worker || in_handler || pthread_mutex_trylock(&U.lock))
+        return 0;
+    /* Checked again under the lock: finalize clears it under the lock. */
+    if (U.worker) {
+        in_host_progress = true;
+        n = ucp_worker_progress(U.worker);
+        in_host_progress = false;
+    }
+    UNLOCK();
+    if (n && U.idle_hook)
+        (void)U.idle_hook(n);
+    return n;
+}
+
+bool os_ucx_in_host_progress(void)
+{
+    return in_host_progress;
+}
+
+bool os_ucx_is_own_worker(const void *worker)
+{
+    return worker != NULL && worker == (const void *)U.worker;
 }
 
 void os_ucx_set_idle_hook(int (*fn)(unsigned events))

@@ -1,0 +1,132 @@
+/* The host MPI's waiting, made to serve other nodes' requests.
+ *
+ * A target that waits inside the host MPI (MPI_Barrier, MPI_Recv, MPI_Wait)
+ * polls the host's own network in a loop; a request of another node for
+ * onesided's worker (an accumulate, a lock-manager message) was served only
+ * when onesided's progress thread woke up and was scheduled. On a machine
+ * whose cores all run busy-polling processes that wake-up is what made an
+ * 8-byte accumulate across hosts cost several times native MPICH's, whose
+ * target answers from inside that same poll loop. Here the host's loop
+ * progresses onesided's worker too:
+ *
+ *  - MPICH ch4:ucx (and Open MPI's pml ucx) poll with ucp_worker_progress on
+ *    their own worker. This library comes before libucp in the symbol
+ *    search order (linked first or preloaded), so its ucp_worker_progress
+ *    below is the one they call: it progresses onesided's worker, then the
+ *    host's. onesided's own calls on its worker reach libucp unchanged.
+ *  - Open MPI progresses every transport through opal_progress, which runs
+ *    the callbacks registered with opal_progress_register (libopen-pal's
+ *    public component interface): onesided registers one.
+ *
+ * Either way the host's poll pays one progress of an idle worker (a
+ * non-blocking epoll_wait over TCP) at most every HOST_POLL_GAP_NS, and
+ * nothing while no other node has reached onesided's worker.
+ * ONESIDED_HOST_PROGRESS=0 turns it off; the counter host_progress_served
+ * says how many requests were served this way. */
+#define _GNU_SOURCE
+#include "os_mpi.h"
+#include "../transport/ucx/os_ucx.h"
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <ucp/api/ucp.h>
+
+/* Polling onesided's worker at most every 2 us keeps the host's own poll
+ * loop (and an application calling MPI_Test in a loop) almost as fast as
+ * without it; a request waits at most that long more. */
+enum { HOST_POLL_GAP_NS = 2000 };
+
+typedef unsigned (*worker_progress_fn)(ucp_worker_h);
+static _Atomic(worker_progress_fn) libucp_progress;
+static atomic_bool enabled;
+static __thread bool in_host_poll;
+static __thread uint64_t last_poll_ns;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One progress of onesided's worker from the host's loop, rate-limited per
+ * thread. Never nested: a handler's own UCX calls progress nothing here. */
+static int poll_for_host(void)
+{
+    if (!atomic_load_explicit(&enabled, memory_order_relaxed) || in_host_poll)
+        return 0;
+    const uint64_t t = now_ns();
+    if (t - last_poll_ns < HOST_POLL_GAP_NS)
+        return 0;
+    last_poll_ns = t;
+    in_host_poll = true;
+    const unsigned n = os_ucx_progress_for_host();
+    in_host_poll = false;
+    return (int)n;
+}
+
+static worker_progress_fn find_libucp_progress(void)
+{
+    worker_progress_fn fn = atomic_load_explicit(&libucp_progress, memory_order_acquire);
+    if (fn)
+        return fn;
+    /* RTLD_NEXT: the definition after this library's, libucp's. */
+    fn = (worker_progress_fn)dlsym(RTLD_NEXT, "ucp_worker_progress");
+    if (!fn) {
+        void *ucp = dlopen("libucp.so.0", RTLD_LAZY | RTLD_NOLOAD);
+        fn = ucp ? (worker_progress_fn)dlsym(ucp, "ucp_worker_progress") : NULL;
+    }
+    if (!fn) {
+        /* Unreachable while libucp is linked (this library needs it); a
+         * worker exists only if it is. */
+        os_log(1, "ucp_worker_progress: libucp's definition not found");
+        abort();
+    }
+    atomic_store_explicit(&libucp_progress, fn, memory_order_release);
+    return fn;
+}
+
+unsigned ucp_worker_progress(ucp_worker_h worker)
+{
+    worker_progress_fn progress = find_libucp_progress();
+    if (!os_ucx_is_own_worker(worker))
+        (void)poll_for_host();
+    return progress(worker);
+}
+
+/* Open MPI: opal_progress_register(int (*)(void)), looked up at run time so
+ * that one binary serves both hosts. */
+typedef int (*opal_callback_fn)(void);
+static int (*opal_unregister)(opal_callback_fn);
+static bool opal_registered;
+
+static int opal_callback(void)
+{
+    return poll_for_host();
+}
+
+void os_mpi_host_progress_start(void)
+{
+    if (!os_config.host_progress || !os_ucx_active())
+        return;
+    atomic_store(&enabled, true);
+    int (*opal_register)(opal_callback_fn) =
+        (int (*)(opal_callback_fn))dlsym(RTLD_DEFAULT, "opal_progress_register");
+    opal_unregister = (int (*)(opal_callback_fn))dlsym(RTLD_DEFAULT, "opal_progress_unregister");
+    if (opal_register && opal_unregister && opal_register(opal_callback) == 0)
+        opal_registered = true;
+    OS_DEBUG("the host MPI's waiting calls progress onesided's worker (%s)",
+             opal_registered ? "opal_progress callback and ucp_worker_progress"
+                             : "ucp_worker_progress");
+}
+
+/* Before onesided's worker goes away. */
+void os_mpi_host_progress_stop(void)
+{
+    atomic_store(&enabled, false);
+    if (opal_registered)
+        (void)opal_unregister(opal_callback);
+    opal_registered = false;
+}
