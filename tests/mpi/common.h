@@ -233,4 +233,19 @@ static inline MPI_Aint t_disp(const t_win_t *t, int r, MPI_Aint off)
     return t->origin[r] + off;
 }
 
+/* Increment the int64 at disp of rank r by compare-and-swap, from the value
+ * `seen` believed there: retry with what was found until it sticks (inside
+ * a passive-target epoch). */
+static inline void t_cas_increment(MPI_Win win, int r, MPI_Aint disp, int64_t seen)
+{
+    for (;;) {
+        int64_t next = seen + 1, got;
+        MPI_Compare_and_swap(&next, &seen, &got, MPI_INT64_T, r, disp, win);
+        MPI_Win_flush(r, win);
+        if (got == seen)
+            return;
+        seen = got;
+    }
+}
+
 #endif

@@ -47,22 +47,14 @@ static void run(int flavor)
         MPI_Type_commit(&one);
         const int64_t inc = 1, mine = t_rank;
         for (int i = 0; i < ROUNDS; i++) {
-            int64_t old, seen = 0, got;
+            int64_t old, got;
             MPI_Win_lock(i % 2 ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, 0, 0, t.win);
             MPI_Accumulate(&inc, 1, one, 0, t_disp(&t, 0, W_ACC * 8), 1, one, MPI_SUM, t.win);
             MPI_Fetch_and_op(&inc, &old, MPI_INT64_T, 0, t_disp(&t, 0, W_FOP * 8), MPI_SUM, t.win);
             MPI_Put(&mine, 1, MPI_INT64_T, 0, t_disp(&t, 0, W_PUT * 8), 1, MPI_INT64_T, t.win);
             MPI_Get(&got, 1, MPI_INT64_T, 0, t_disp(&t, 0, W_PUT * 8), 1, MPI_INT64_T, t.win);
             MPI_Win_flush(0, t.win);
-            for (;;) { /* increment by compare-and-swap */
-                int64_t next = seen + 1;
-                MPI_Compare_and_swap(&next, &seen, &got, MPI_INT64_T, 0, t_disp(&t, 0, W_CAS * 8),
-                                     t.win);
-                MPI_Win_flush(0, t.win);
-                if (got == seen)
-                    break;
-                seen = got;
-            }
+            t_cas_increment(t.win, 0, t_disp(&t, 0, W_CAS * 8), 0);
             MPI_Win_unlock(0, t.win);
         }
         MPI_Type_free(&one);

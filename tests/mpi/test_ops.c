@@ -303,15 +303,7 @@ static void single_elements(int flavor)
             MPI_Get_accumulate(NULL, 0, MPI_DATATYPE_NULL, &seen, 1, dt, 0,
                                t_disp(&t, 0, W_CAS * 8), 1, dt, MPI_NO_OP, t.win);
             MPI_Win_flush(0, t.win);
-            for (;;) {
-                int64_t next = seen + 1;
-                MPI_Compare_and_swap(&next, &seen, &got, MPI_INT64_T, 0, t_disp(&t, 0, W_CAS * 8),
-                                     t.win);
-                MPI_Win_flush(0, t.win);
-                if (got == seen)
-                    break;
-                seen = got;
-            }
+            t_cas_increment(t.win, 0, t_disp(&t, 0, W_CAS * 8), seen);
             int64_t mine = t_rank;
             MPI_Put(&mine, 1, dt, 0, t_disp(&t, 0, W_PUT * 8), 1, dt, t.win);
             MPI_Get(&got, 1, dt, 0, t_disp(&t, 0, W_PUT * 8), 1, dt, t.win);

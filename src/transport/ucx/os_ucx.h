@@ -147,6 +147,21 @@ void os_ucx_wake(void);
  * network progresses the worker itself (os_ucx_progress) whenever the
  * progress thread is not at it. */
 enum { OS_UCX_IDLE_US = 1000, OS_UCX_RETRY_US = 50, OS_UCX_LINGER_US = 30 };
+/* While an application thread polls the worker, the progress thread leaves
+ * it alone and naps (OS_UCX_NAP_MIN_US, doubling to OS_UCX_NAP_MAX_US while
+ * the polling lasts). An application that waited in onesided's own loops (a
+ * reply, a flush) within the last OS_UCX_APP_ACTIVE_US is issuing
+ * operations: it polls again soon. The host MPI is in a blocking call's
+ * poll loop for OS_UCX_HOST_LOOP_US after OS_UCX_HOST_STREAK polls in a row
+ * came less than OS_UCX_HOST_GAP_US apart (its loop polls every 2-3 us,
+ * with gaps of up to 10-20 while it serves a request); one MPI_Iprobe
+ * between two stretches of computing is no loop, and the thread keeps
+ * serving at once. The thread
+ * lingers after an event (OS_UCX_LINGER_US) only where no application
+ * thread polled within OS_UCX_APP_ACTIVE_US. */
+enum { OS_UCX_APP_ACTIVE_US = 1000, OS_UCX_HOST_GAP_US = 20, OS_UCX_HOST_STREAK = 8,
+       OS_UCX_HOST_LOOP_US = 100,
+       OS_UCX_NAP_MIN_US = 20, OS_UCX_NAP_MAX_US = 200 };
 os_status_t os_ucx_progress_thread_start(void);
 bool os_ucx_progress_thread_running(void);
 /* True in the progress thread. */
