@@ -24,8 +24,8 @@
  * 8-byte put+flush across hosts 24.6-35.6 us with a 2 us throttle, 26.0-28.5
  * without), while a throttle of 2 us (0.5 us) made a put to MPI_Win_create
  * memory between virtual nodes 2.4-2.6 us (1.9-2.1) instead of 1.4.
- * ONESIDED_HOST_PROGRESS=0 turns it off; the counter host_progress_served
- * says how many requests were served this way. */
+ * ONESIDED_HOST_PROGRESS=0 turns it off; the counter am_served_in_host says
+ * how many requests were served this way. */
 #define _GNU_SOURCE
 #include "os_mpi.h"
 #include "../transport/ucx/os_ucx.h"
@@ -38,18 +38,14 @@
 typedef unsigned (*worker_progress_fn)(ucp_worker_h);
 static _Atomic(worker_progress_fn) libucp_progress;
 static atomic_bool enabled;
-static __thread bool in_host_poll;
 
-/* One progress of onesided's worker from the host's loop. Never nested: a
- * handler's own UCX calls progress nothing here. */
+/* One progress of onesided's worker from the host's loop (never nested:
+ * os_ucx_progress_for_host does nothing inside a handler). */
 static int poll_for_host(void)
 {
-    if (!atomic_load_explicit(&enabled, memory_order_relaxed) || in_host_poll)
+    if (!atomic_load_explicit(&enabled, memory_order_relaxed))
         return 0;
-    in_host_poll = true;
-    const unsigned n = os_ucx_progress_for_host();
-    in_host_poll = false;
-    return (int)n;
+    return (int)os_ucx_progress_for_host();
 }
 
 static worker_progress_fn find_libucp_progress(void)

@@ -156,12 +156,10 @@ enum { OS_UCX_IDLE_US = 1000, OS_UCX_RETRY_US = 50, OS_UCX_LINGER_US = 30 };
  * came less than OS_UCX_HOST_GAP_US apart (its loop polls every 2-3 us,
  * with gaps of up to 10-20 while it serves a request); one MPI_Iprobe
  * between two stretches of computing is no loop, and the thread keeps
- * serving at once. The thread
- * lingers after an event (OS_UCX_LINGER_US) only where no application
- * thread polled within OS_UCX_APP_ACTIVE_US. */
+ * serving at once. The thread lingers after an event (OS_UCX_LINGER_US)
+ * only where the host MPI did not poll within OS_UCX_APP_ACTIVE_US. */
 enum { OS_UCX_APP_ACTIVE_US = 1000, OS_UCX_HOST_GAP_US = 20, OS_UCX_HOST_STREAK = 8,
-       OS_UCX_HOST_LOOP_US = 100,
-       OS_UCX_NAP_MIN_US = 20, OS_UCX_NAP_MAX_US = 200 };
+       OS_UCX_HOST_LOOP_US = 100, OS_UCX_NAP_MIN_US = 20, OS_UCX_NAP_MAX_US = 200 };
 os_status_t os_ucx_progress_thread_start(void);
 bool os_ucx_progress_thread_running(void);
 /* True in the progress thread. */

@@ -702,21 +702,20 @@ unsigned os_ucx_progress_for_host(void)
     unsigned n = 0, seen = 1;
     if (!U.worker || in_handler)
         return 0;
-    if (!in_progress_thread) {
-        /* A streak of polls close together: a blocking call's loop, not
-         * one MPI_Iprobe between two stretches of computing (which may
-         * poll twice or three times). Per thread: another thread's polls
-         * say nothing about this one's. */
-        static __thread unsigned streak;
-        static __thread uint64_t last;
-        const uint64_t t = now_us();
-        streak = t - last < OS_UCX_HOST_GAP_US ? streak + 1 : 0;
-        last = t;
-        if (streak >= OS_UCX_HOST_STREAK)
-            atomic_store_explicit(&U.host_loop_until_us, t + OS_UCX_HOST_LOOP_US,
-                                  memory_order_relaxed);
-        atomic_store_explicit(&U.host_polled_us, t, memory_order_relaxed);
-    }
+    /* A streak of polls close together: a blocking call's loop, not one
+     * MPI_Iprobe between two stretches of computing (which may poll twice
+     * or three times). Per thread: another thread's polls say nothing about
+     * this one's. (Only application threads get here: the progress thread
+     * never calls into the host MPI.) */
+    static __thread unsigned streak;
+    static __thread uint64_t last;
+    const uint64_t t = now_us();
+    streak = t - last < OS_UCX_HOST_GAP_US ? streak + 1 : 0;
+    last = t;
+    if (streak >= OS_UCX_HOST_STREAK)
+        atomic_store_explicit(&U.host_loop_until_us, t + OS_UCX_HOST_LOOP_US,
+                              memory_order_relaxed);
+    atomic_store_explicit(&U.host_polled_us, t, memory_order_relaxed);
     if (!pthread_mutex_trylock(&U.lock)) {
         /* Checked again under the lock: finalize clears it under the lock. */
         if (U.worker) {
