@@ -25,6 +25,11 @@ cluster="$root/scripts/cluster.sh"
 tests="$build/tests"
 logs="$build/across_hosts"
 mkdir -p "$logs"
+# The cluster's names (os-h1.., its bridge, its addresses) are the
+# machine's, not this build's: a second test run on the same machine (two
+# clones tested at once) waits here instead of tearing this one down.
+exec 9>"${ONESIDED_CLUSTER_STATE:-/run/onesided-cluster}.lock"
+flock -n 9 || { echo "across hosts: another run holds the namespace cluster, waiting"; flock 9; }
 bash "$cluster" down >/dev/null 2>&1 || true
 bash "$cluster" up 3 || { echo "across hosts: FAILED: the namespace cluster could not be made"; exit 1; }
 trap 'bash "$cluster" down' EXIT
