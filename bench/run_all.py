@@ -2,7 +2,8 @@
 """The main job: every benchmark, native host-MPI RMA against onesided.
 
     python3 bench/run_all.py [--out DIR] [--smoke] [--np N] [--log2-local K]
-                             [--reps R] [--no-hpcc] [--build DIR]
+                             [--reps R] [--no-hpcc] [--no-hosts] [--steps REGEX]
+                             [--build DIR]
 
 Runs, with a progress line each:
   microbench     8-byte latency per operation (3 ways of getting window memory,
@@ -21,6 +22,13 @@ Runs, with a progress line each:
                  rget_overlap (MPI_Rget hidden behind computation)
   lock_bench     paper 000's Figures 6, 7, 9, 10 and 12 on two virtual nodes of
                  two processes (4 processes), every lock design and native
+  hosts steps    across real hosts: the namespace cluster (scripts/cluster.sh),
+                 UCX over TCP between hosts for onesided and for native MPICH
+                 alike: microbench (idle and busy target, both window kinds),
+                 rma_sweep, randomaccess, busy_epochs and a short lock_bench
+                 across 2 hosts, paper 004's Figures 5 and 7 (every route)
+                 across 4 hosts of 2 processes; skipped, saying why, where
+                 namespaces cannot be made (not root, no iproute2)
   hpcc           Debian's hpcc (HPCC's own MPIRandomAccess), same machine, same run
 
 Every benchmark verifies its own results and exits non-zero on a wrong value;
@@ -66,6 +74,22 @@ class Runner:
         else:
             launch = ["mpiexec.mpich"]
         return launch + ["-n", str(np), os.path.join(self.bin, prog)] + [str(x) for x in argv]
+
+    def cluster_exec(self, hosts, ppn, prog, *argv, env=None, limit=None):
+        """A job across the namespace hosts `hosts`, `ppn` consecutive ranks
+        on each, under `timeout` (TERM reaches the launcher inside the first
+        host, which ends the job on every host). Open MPI's mpirun forwards
+        only the variables named with -x."""
+        np = len(hosts) * ppn
+        if self.a.host == "openmpi":
+            launch = ["mpirun", "-np", str(np), "--map-by", f"ppr:{ppn}:node",
+                      "--host", ",".join(f"{h}:{ppn}" for h in hosts)]
+            for k in env or {}:
+                launch += ["-x", k]
+        else:
+            launch = ["mpiexec", "-hosts", ",".join(hosts), "-n", str(np), "-ppn", str(ppn)]
+        return (["timeout", "-k", "10", str(limit or self.a.timeout), "bash", CLUSTER] + launch +
+                [os.path.join(self.bin, prog)] + [str(x) for x in argv])
 
     def execute(self, name, cmd, env=None, cwd=None):
         """Runs one job; returns (exit status, output), the output in NAME.log."""
@@ -128,6 +152,54 @@ class Runner:
 
 
 HOSTS = {"mpich": "MPICH", "openmpi": "Open MPI"}
+CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
+# The namespace cluster's names and addresses are the machine's: whoever
+# brings it up takes this lock until it is down (tests/across_hosts.sh too).
+CLUSTER_LOCK = os.environ.get("ONESIDED_CLUSTER_STATE", "/run/onesided-cluster") + ".lock"
+
+
+class Cluster:
+    """The namespace cluster for the host steps: up on first use, down at
+    the end. Where it cannot be made, `why` says so and the steps are
+    skipped (a machine without namespaces is not a failed benchmark)."""
+
+    def __init__(self, nhosts):
+        self.nhosts, self.up, self.why, self.lock = nhosts, False, None, None
+
+    def start(self):
+        if self.up or self.why:
+            return self.up
+        if os.geteuid() != 0:
+            self.why = "needs root for network namespaces"
+        elif not shutil.which("ip") or not shutil.which("nsenter"):
+            self.why = "needs iproute2 and util-linux (scripts/setup.sh)"
+        if self.why:
+            return False
+        import fcntl
+        self.lock = open(CLUSTER_LOCK, "w")
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            log("    another run holds the namespace cluster: waiting")
+            fcntl.flock(self.lock, fcntl.LOCK_EX)
+        subprocess.run(["bash", CLUSTER, "down"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.run(["bash", CLUSTER, "up", str(self.nhosts)], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        if p.returncode != 0:
+            self.why = "the namespace cluster could not be made: " + p.stdout.strip()[-300:]
+            self.stop()
+            return False
+        self.up = True
+        return True
+
+    def stop(self):
+        if self.up:
+            subprocess.run(["bash", CLUSTER, "down"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.up = False
+        if self.lock:
+            self.lock.close()  # releases the flock
+            self.lock = None
+
 HOST_NAME = {"host": "MPICH"}  # the host this run compares with (--host)
 
 # Benchmarks that can run their rows one at a time (flag, rows): where a
@@ -348,7 +420,8 @@ def plots(out, data):
             ax.set_yscale("log")
             ax.set_ylabel("GUP/s (log scale, higher is better)")
             how = 'MPI_Win_create(malloc)' if fl.endswith('create') else 'MPI_Win_allocate'
-            where = ', every rank its own virtual node' if fl.startswith('vnode1') else ''
+            where = (', every rank its own virtual node' if fl.startswith('vnode1') else
+                     ', across 2 hosts (TCP)' if fl.startswith('hosts') else '')
             ax.set_title(f"RandomAccess, window by {how}{where}", fontsize=10)
             ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
         save(fig, "randomaccess.png")
@@ -398,8 +471,8 @@ def plots(out, data):
                 ax.legend(fontsize=7, ncol=2)
             save(fig, fname)
 
-    if data.get("lock_bench"):
-        rows = data["lock_bench"]
+    if [x for x in data.get("lock_bench", []) if x["case"] == "vnode2"]:
+        rows = [x for x in data["lock_bench"] if x["case"] == "vnode2"]
         tests = list(dict.fromkeys((x["figure"], x["test"]) for x in rows))
         designs = list(dict.fromkeys(x["design"] for x in rows))
         fig, ax = plt.subplots(figsize=(11, 5))
@@ -452,12 +525,13 @@ def summarize(data):
     rows = []
     for x in data.get("microbench", []):
         if x["flavor"] in ("allocate", "create", "create_allocmem", "allocate-busy") or \
-                x["flavor"].startswith("vnode1"):
-            if x["flavor"].startswith("vnode1") and x["benchmark"].startswith("window "):
+                x["flavor"].startswith(("vnode1", "hosts")):
+            if x["flavor"].startswith(("vnode1", "hosts")) and x["benchmark"].startswith("window "):
                 continue
             rows.append((f"microbench ({x['flavor']})", x["benchmark"], float(x["native_us"]),
                          float(x["onesided_us"]), "us", "lower"))
-    for tag, sweep in [("", data.get("rma_sweep", [])), (" vnode1", data.get("rma_sweep_vnode1", []))]:
+    for tag, sweep in [("", data.get("rma_sweep", [])), (" vnode1", data.get("rma_sweep_vnode1", [])),
+                       (" hosts2", data.get("rma_sweep_hosts2", []))]:
         for op in ["put", "get", "accumulate", "fetch_and_op", "compare_and_swap"]:
             for s in ["flush", "lock", "fence", "pscw"]:
                 lat = [x for x in sweep if x["op"] == op and x["sync"] == s and x["metric"] == "latency_us"]
@@ -484,9 +558,10 @@ def summarize(data):
     for x in lb:
         if x["design"] == "native":
             continue
-        nat = [y for y in lb if y["design"] == "native" and y["figure"] == x["figure"] and y["test"] == x["test"]]
+        nat = [y for y in lb if y["design"] == "native" and y["case"] == x["case"] and
+               y["figure"] == x["figure"] and y["test"] == x["test"]]
         if nat:
-            rows.append((f"lock_bench vnode2 ({x['figure']})", f"{x['test']} [{x['design']}]",
+            rows.append((f"lock_bench {x['case']} ({x['figure']})", f"{x['test']} [{x['design']}]",
                          float(nat[0]["us"]), float(x["us"]), "us", "lower"))
     for x in data.get("busy_epochs", []):
         rows.append((f"busy_epochs ({x['case']})", x["benchmark"], float(x["native_us"]) / 1e6,
@@ -516,14 +591,15 @@ def summarize(data):
                 rows.append(("linalg", f"{x['kernel']} N={x['n']}{suffix}", float(nat[0]["gflops"]),
                              float(x["gflops"]), "GFLOP/s", "higher"))
     # Paper 004: each route against native MPICH in the same job.
-    co = [x for x in data.get("cooperation", []) if x["figure"] in ("5", "7")]
-    for x in co:
-        if x["route"] == "native":
-            continue
-        nat = [y for y in co if y["test"] == x["test"] and y["route"] == "native"]
-        if nat:
-            rows.append((f"cooperation ({x['route']})", x["test"], float(nat[0]["value"]),
-                         float(x["value"]), "us", "lower"))
+    for key, where in (("cooperation", ""), ("cooperation_hosts4", " hosts4")):
+        co = [x for x in data.get(key, []) if x["figure"] in ("5", "7")]
+        for x in co:
+            if x["route"] == "native":
+                continue
+            nat = [y for y in co if y["test"] == x["test"] and y["route"] == "native"]
+            if nat:
+                rows.append((f"cooperation{where} ({x['route']})", x["test"], float(nat[0]["value"]),
+                             float(x["value"]), "us", "lower"))
     return rows
 
 
@@ -594,6 +670,9 @@ def main():
     ap.add_argument("--log2-local", type=int, default=None, help="RandomAccess table: 2^K words per process")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--no-hpcc", action="store_true")
+    ap.add_argument("--no-hosts", action="store_true", help="skip the steps across namespace hosts")
+    ap.add_argument("--steps", default=None, metavar="REGEX",
+                    help="run only the steps whose name matches (e.g. 'hosts' or '^microbench-create$')")
     ap.add_argument("--timeout", type=int, default=3600)
     ap.add_argument("--host", choices=["mpich", "openmpi"], default="mpich",
                     help="the host MPI the build in --build was made for; its own RMA is the native column")
@@ -678,13 +757,68 @@ def main():
         steps.append((f"cooperation-memory-{route}", r.mpiexec(8, "cooperation", "--figures", "memory",
                       *(["--scale-table"] if route == "cooperative" else []),
                       "--csv", coop_csv), route, dict(coop_env, ONESIDED_ROUTE=route)))
+    # Across real hosts (the namespace cluster): UCX between hosts over TCP
+    # for onesided, and MPICH's own RMA over the same TCP, in the same
+    # processes. Ranks are placed in blocks; with 2 per host,
+    # ONESIDED_NODE_SIZE=2 names the layout the programs check (the virtual
+    # nodes then coincide with the hosts). RandomAccess keeps its table at
+    # most 2^14 words per process: an update that waits a TCP round trip
+    # (tens of µs) makes the full table a quarter of an hour per variant.
+    cluster = Cluster(4)
+    host_steps = set()
+
+    def host_step(name, hosts, ppn, prog, argv, tag, env=None):
+        csv_path = os.path.join(a.out, f"{name}.csv")
+        if prog == "cooperation" and os.path.exists(csv_path):
+            os.remove(csv_path)  # it appends
+        steps.append((name, r.cluster_exec(hosts, ppn, prog, *argv, "--csv", csv_path, env=env,
+                                           limit=900 if smoke else None), tag, env))
+        host_steps.add(name)
+    if not a.no_hosts:
+        h2 = ["os-h1", "os-h2"]
+        for fl in ["allocate", "create"]:
+            host_step(f"microbench-hosts2-{fl}", h2, 1, "os_microbench",
+                      ["--flavor", fl, "--iters", 200 if smoke else 2000, "--reps", reps], f"hosts2-{fl}")
+            host_step(f"microbench-hosts2-{fl}-busy", h2, 1, "os_microbench",
+                      ["--flavor", fl, "--busy-target", 100, "--iters", 50 if smoke else 500,
+                       "--reps", reps], f"hosts2-{fl}-busy")
+        host_step("rma_sweep-hosts2", h2, 1, "rma_sweep",
+                  ["--reps", reps, "--scale", scale, "--max-size", 32768 if smoke else 1 << 20], "hosts2")
+        for fl in ["allocate", "create"]:
+            host_step(f"randomaccess-hosts2-{fl}", h2, 1, "randomaccess",
+                      ["--log2-local", min(k, 14), "--flavor", fl], "hosts2")
+        host_step("busy_epochs-hosts2", h2, 1, "busy_epochs",
+                  ["--epochs", 100 if smoke else 1000, "--compute", 0.5 if smoke else 3], "hosts2")
+        if a.host == "openmpi":
+            log("lock_bench-hosts2, cooperation-hosts4: not run under Open MPI's mpirun (2 processes "
+                "per namespace host time out there, an open problem); MPICH runs them")
+        else:
+            host_step("lock_bench-hosts2", h2, 2, "lock_bench",
+                      ["--reps", 3, "--iters", 20 if smoke else 100, "--only", "fig6,fig7,fig9,fig10,fig12"],
+                      "hosts2", {"ONESIDED_NODE_SIZE": "2"})
+            host_step("cooperation-hosts4", [f"os-h{i}" for i in range(1, 5)], 2, "cooperation",
+                      ["--figures", "latency,contention", "--iters", 30 if smoke else 200,
+                       "--reps", 1 if smoke else 3, "--agg-us", 50], "routes",
+                      dict(coop_env, ONESIDED_NODE_SIZE="2", ONESIDED_ROUTE="cooperative"))
+    if a.steps:
+        steps = [x for x in steps if re.search(a.steps, x[0])]
+        a.no_hpcc = a.no_hpcc or not re.search(a.steps, "hpcc")
     total = len(steps) + (0 if a.no_hpcc else 1)
 
     data = {"microbench": [], "randomaccess": [], "rma_sweep_vnode1": [], "busy_epochs": [],
             "rget_overlap": [], "lock_bench": []}
     for i, (name, cmd, tag, env) in enumerate(steps, 1):
+        # (the host steps come last: the cluster, once up, stays up for them)
+        if name in host_steps and not cluster.start():
+            log(f"[{i}/{total}] {name}: skipped, {cluster.why}")
+            continue
         prog = next((os.path.basename(c) for c in cmd if os.path.basename(c) in SPLIT_ROWS), None)
-        if r.run(i, total, name, cmd, env=env, rows=SPLIT_ROWS.get(prog)) is None:
+        try:
+            out = r.run(i, total, name, cmd, env=env, rows=SPLIT_ROWS.get(prog))
+        except BaseException:
+            cluster.stop()  # a timeout or ^C must not leave the machine's cluster up
+            raise
+        if out is None:
             continue
         path = cmd[cmd.index("--csv") + 1]
         rows = read_csv(path)
@@ -694,21 +828,23 @@ def main():
             data["microbench"] += rows
         elif name.startswith("randomaccess"):
             for x in rows:
-                if tag.startswith("vnode1"):
+                if tag.startswith(("vnode1", "hosts")):
                     x["flavor"] = f"{tag}-{x['flavor']}"
             data["randomaccess"] += rows
-        elif name == "rma_sweep-vnode1":
-            data["rma_sweep_vnode1"] = rows
+        elif name in ("rma_sweep-vnode1", "rma_sweep-hosts2"):
+            data[name.replace("-", "_")] = rows
         elif name.startswith("rget_overlap"):
             for x in rows:
                 x["case"] = tag
             data["rget_overlap"] += rows
         elif name.startswith("lock_bench"):
-            data["lock_bench"] = rows
+            data["lock_bench"] += [dict(x, case=tag) for x in rows]
         elif name.startswith("linalg"):
             for x in rows:
                 x["case"] = tag or "node"
             data.setdefault("linalg", []).extend(rows)
+        elif name == "cooperation-hosts4":
+            data["cooperation_hosts4"] = rows
         elif name.startswith("cooperation"):
             data["cooperation"] = rows  # one file, appended by every step
         elif name.startswith("busy_epochs"):
@@ -717,6 +853,7 @@ def main():
             data["busy_epochs"] += rows
         else:
             data[name] = rows
+    cluster.stop()
     if not a.no_hpcc:
         data["hpcc"] = run_hpcc(r, total, total, a.np, k)
 
