@@ -78,14 +78,12 @@ class Runner:
     def cluster_exec(self, hosts, ppn, prog, *argv, env=None, limit=None):
         """A job across the namespace hosts `hosts`, `ppn` consecutive ranks
         on each, under `timeout` (TERM reaches the launcher inside the first
-        host, which ends the job on every host). Open MPI's mpirun forwards
-        only the variables named with -x."""
+        host, which ends the job on every host)."""
         np = len(hosts) * ppn
         if self.a.host == "openmpi":
+            # (execute adds -x for each variable the job is given)
             launch = ["mpirun", "-np", str(np), "--map-by", f"ppr:{ppn}:node",
                       "--host", ",".join(f"{h}:{ppn}" for h in hosts)]
-            for k in env or {}:
-                launch += ["-x", k]
         else:
             launch = ["mpiexec", "-hosts", ",".join(hosts), "-n", str(np), "-ppn", str(ppn)]
         return (["timeout", "-k", "10", str(limit or self.a.timeout), "bash", CLUSTER] + launch +
@@ -95,6 +93,11 @@ class Runner:
         """Runs one job; returns (exit status, output), the output in NAME.log."""
         e = dict(os.environ)
         e.update(env or {})
+        if "mpirun" in cmd and CLUSTER in cmd:
+            # Across hosts Open MPI's mpirun forwards only the variables
+            # named with -x: the ones this job is given (BENCH_IMPLS too).
+            i = cmd.index("mpirun") + 1
+            cmd = cmd[:i] + [x for k in (env or {}) for x in ("-x", k)] + cmd[i:]
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            env=e, cwd=cwd, timeout=self.a.timeout)
         with open(os.path.join(self.out, f"{name}.log"), "w") as f:
@@ -105,13 +108,14 @@ class Runner:
         """One step. With rows=(flag, [row, ...]) a job that crashes (any
         status but a failed verification's) is not the end of the step:
         onesided runs alone, then native alone, then native row by row
-        (flag ROW), and the rows where native crashes stay empty and are
-        listed in self.native_crashed. A host's own RMA crashing is its
+        (flag ROW; with no rows, all of native's are lost at once), and the
+        rows where native crashes stay empty and are listed in
+        self.native_crashed. A host's own RMA crashing is its
         failure, not the run's (Open MPI 4.1's does on some programs)."""
         log(f"[{idx}/{total}] {name}: {' '.join(os.path.basename(c) if c.startswith('/') else c for c in cmd)}")
         t0 = time.time()
         rc, out = self.execute(name, cmd, env, cwd)
-        if rc not in (0, VERIFICATION_FAILED) and rows:
+        if rc not in (0, VERIFICATION_FAILED) and rows is not None:
             out = self.run_split(name, cmd, env, cwd, rc, *rows)
             rc = 0 if out is not None else rc
         if rc != 0:
@@ -134,6 +138,9 @@ class Runner:
         rc, nat_out = self.execute(f"{name}-native", cmd, dict(env or {}, BENCH_IMPLS="native"), cwd)
         if rc == 0:
             merge_native(merged, read_csv(csv_path))
+        elif not rows:
+            log(f"    native crashed (status {rc}): every row")
+            self.native_crashed.append(f"{name}: every row")
         else:
             for row in rows:
                 rc, nat_out = self.execute(f"{name}-native-{row.replace(' ', '_')}", cmd + [flag, row],
@@ -209,6 +216,10 @@ SPLIT_ROWS = {
                                  "compare_and_swap", "lock-put-unlock", "fence epoch", "pscw epoch",
                                  "window create,window free"]),
     "rma_sweep": ("--ops", ["put", "get", "accumulate", "fetch_and_op", "compare_and_swap"]),
+    # These run each implementation alone (BENCH_IMPLS), not row by row:
+    # native Open MPI 4.1 cannot make a window across hosts over TCP.
+    "randomaccess": (None, []),
+    "busy_epochs": (None, []),
 }
 
 # A benchmark's exit status when its own verification failed (bench_impl.h).
@@ -219,6 +230,12 @@ def merge_native(into, native_rows):
     """Fills the native columns of `into` (a benchmark's CSV rows, onesided's
     run) from a native-only run of the same benchmark, row by row on the
     columns that name a row, and recomputes the ratio."""
+    if native_rows and "impl" in native_rows[0]:
+        # One row per implementation (randomaccess): native's are added.
+        into += [n for n in native_rows if n["impl"] != "onesided" and
+                 not any(x["impl"] == n["impl"] and x.get("variant") == n.get("variant") for x in into)]
+        return
+
     def cols(row):
         nat = next(c for c in row if c.startswith("native"))
         one = next(c for c in row if c.startswith("onesided"))

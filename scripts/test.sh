@@ -116,7 +116,11 @@ for f in microbench-allocate.csv microbench-create.csv microbench-create_allocme
          randomaccess-vnode1.csv busy_epochs-vnode1-shm.csv busy_epochs-vnode1-tcp.csv \
          microbench_vnode1.png microbench_vnode1_busy.png rget_overlap-vnode1.csv \
          rget_overlap-vnode1-tcp.csv lock_bench-vnode2.csv lock_bench.png \
-         linalg.csv linalg-vnode1.csv linalg.png cooperation.csv cooperation.png; do
+         linalg.csv linalg-vnode1.csv linalg.png cooperation.csv cooperation.png \
+         microbench-hosts2-allocate.csv microbench-hosts2-create.csv \
+         microbench-hosts2-allocate-busy.csv microbench-hosts2-create-busy.csv \
+         rma_sweep-hosts2.csv randomaccess-hosts2-allocate.csv randomaccess-hosts2-create.csv \
+         busy_epochs-hosts2.csv lock_bench-hosts2.csv cooperation-hosts4.csv; do
     [ -s "build-release/smoke/$f" ] || { echo "main job smoke: missing output $f"; exit 1; }
 done
 grep -q '"failed": \[\]' build-release/smoke/summary.json ||
