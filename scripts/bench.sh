@@ -3,7 +3,7 @@
 # with the host MPI's own RMA and with onesided in the same processes.
 # Tables on the terminal; CSV, JSON and PNG figures under results/.
 #   scripts/bench.sh [--host mpich|openmpi] [--smoke] [--np N] [--log2-local K] [--reps R]
-#                    [--out DIR] [--no-hpcc] [--no-hosts]
+#                    [--out DIR] [--no-hpcc] [--no-hosts] [--steps REGEX]
 # (all flags go to bench/run_all.py; --help lists them). --host openmpi
 # builds onesided for Open MPI (build-release-ompi) and compares it with
 # Open MPI's own RMA, results under results/openmpi unless --out says.
