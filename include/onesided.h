@@ -190,6 +190,11 @@ typedef enum {
     ONESIDED_STAT_AM_SERVED_IN_HOST, /* requests of other nodes served (am_served) while this
                                        process waited inside a call of the host MPI, whose poll
                                        loop progresses onesided too (ONESIDED_HOST_PROGRESS) */
+    ONESIDED_STAT_NODE_REQUESTS,    /* operations on a node-mate's memory that only CMA reaches,
+                                       applied by that process while it polled (ONESIDED_NODE_REQUESTS) */
+    ONESIDED_STAT_NODE_REQUESTS_SERVED, /* ... such requests this process applied for node-mates */
+    ONESIDED_STAT_FALLBACK_NODE_REQUEST_CMA, /* ... posted, taken back when the target stopped
+                                       polling, and done by CMA */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -25,7 +25,12 @@
  * without), while a throttle of 2 us (0.5 us) made a put to MPI_Win_create
  * memory between virtual nodes 2.4-2.6 us (1.9-2.1) instead of 1.4.
  * ONESIDED_HOST_PROGRESS=0 turns it off; the counter am_served_in_host says
- * how many requests were served this way. */
+ * how many requests were served this way.
+ *
+ * The same rounds serve requests of the node's own processes for windows
+ * over memory they reach only by CMA (node_request.c), on one node too,
+ * where onesided has no worker: MPICH ch4:ucx polls its worker there as
+ * well, and Open MPI runs the opal_progress callbacks. */
 #define _GNU_SOURCE
 #include "os_mpi.h"
 #include "../transport/ucx/os_ucx.h"
@@ -37,13 +42,17 @@
 
 typedef unsigned (*worker_progress_fn)(ucp_worker_h);
 static _Atomic(worker_progress_fn) libucp_progress;
-static atomic_bool enabled;
+static atomic_bool enabled, worker_enabled;
 
-/* One progress of onesided's worker from the host's loop (never nested:
+/* One round of the host's loop: node-mates' requests (node_request.c),
+ * then one progress of onesided's worker (never nested:
  * os_ucx_progress_for_host does nothing inside a handler). */
 static int poll_for_host(void)
 {
     if (!atomic_load_explicit(&enabled, memory_order_relaxed))
+        return 0;
+    os_nreq_poll();
+    if (!atomic_load_explicit(&worker_enabled, memory_order_relaxed))
         return 0;
     return (int)os_ucx_progress_for_host();
 }
@@ -90,8 +99,9 @@ static int opal_callback(void)
 
 void os_mpi_host_progress_start(void)
 {
-    if (!os_config.host_progress || !os_ucx_active())
+    if (!os_config.host_progress)
         return;
+    atomic_store(&worker_enabled, os_ucx_active());
     atomic_store(&enabled, true);
     int (*opal_register)(opal_callback_fn) =
         (int (*)(opal_callback_fn))dlsym(RTLD_DEFAULT, "opal_progress_register");
@@ -106,6 +116,7 @@ void os_mpi_host_progress_start(void)
 /* Before onesided's worker goes away. */
 void os_mpi_host_progress_stop(void)
 {
+    atomic_store(&worker_enabled, false);
     atomic_store(&enabled, false);
     if (opal_registered)
         (void)opal_unregister(opal_callback);

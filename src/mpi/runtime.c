@@ -192,6 +192,7 @@ void os_mpi_init(void)
     os_op_rules = OS_OP_RULES_OPENMPI;
 #endif
     os_mpi_dtype_init();
+    os_backoff_hook = os_rma_wait_poll;
     start_network(probe_node_access(rank));
     os_mpi_host_progress_start();
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &keyval, NULL);
@@ -298,7 +299,8 @@ const char *onesided_stat_name(int stat)
         "requests_aggregated",
         "route_batches", "route_messages", "request_peers", "endpoints",
         "request_buffer_bytes", "fallback_no_cma", "lock_release_flushed",
-        "create_shared_bytes", "am_served_in_host",
+        "create_shared_bytes", "am_served_in_host", "node_requests", "node_requests_served",
+        "fallback_node_request_cma",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

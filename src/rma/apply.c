@@ -108,31 +108,9 @@ static os_status_t packed(const void *addr, const os_dtype_t *t, size_t count, s
     *tmp = malloc(bytes ? bytes : 1);
     if (!*tmp)
         return OS_ERR(OS_ERR_NOMEM, "packing %zu bytes", bytes);
-    os_cursor_t c;
-    os_cursor_init(&c, t, addr, count);
-    char *p, *out = *tmp;
-    size_t n;
-    while ((n = os_cursor_next(&c, SIZE_MAX, &p)) && out < *tmp + bytes) {
-        if (n > (size_t)(*tmp + bytes - out))
-            n = (size_t)(*tmp + bytes - out);
-        memcpy(out, p, n);
-        out += n;
-    }
+    os_dtype_pack(*tmp, t, addr, count, bytes);
     *view = *tmp;
     return OS_OK;
-}
-
-static void unpack(void *addr, const os_dtype_t *t, size_t count, const char *src, size_t bytes)
-{
-    os_cursor_t c;
-    os_cursor_init(&c, t, addr, count);
-    char *p;
-    size_t n;
-    while (bytes && (n = os_cursor_next(&c, bytes, &p))) {
-        memcpy(p, src, n);
-        src += n;
-        bytes -= n;
-    }
 }
 
 os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, const os_dtype_t *t)
@@ -235,6 +213,115 @@ static os_status_t acc_run_cma(os_win_t *w, const os_peer_t *p, char *run, size_
     return st;
 }
 
+/* The runs of one accumulate that fall on a CMA peer's private pages (the
+ * edges of a heap block whose inside is mapped here), gathered so that
+ * they cost two system calls in all instead of two each: a scattered
+ * accumulate (RandomAccess's indexed types) touches those pages dozens of
+ * times per call. */
+typedef struct {
+    size_t n, cap, bytes;
+    struct { char *remote; size_t len, pos; } *run; /* pos: offset in the packed data */
+} cma_runs_t;
+
+static os_status_t cma_runs_add(cma_runs_t *c, char *remote, size_t len, size_t pos)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 16;
+        void *r = realloc(c->run, cap * sizeof *c->run);
+        if (!r)
+            return OS_ERR(OS_ERR_NOMEM, "%zu accumulate runs", cap);
+        c->run = r;
+        c->cap = cap;
+    }
+    c->run[c->n].remote = remote;
+    c->run[c->n].len = len;
+    c->run[c->n++].pos = pos;
+    c->bytes += len;
+    return OS_OK;
+}
+
+static int by_remote(const void *a, const void *b)
+{
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Whether two gathered runs overlap: then each must see the other's update,
+ * and they go one by one. */
+static bool cma_runs_overlap(const cma_runs_t *c)
+{
+    if (c->n < 2)
+        return false;
+    struct { char *remote; size_t len; } *v = malloc(c->n * sizeof *v);
+    if (!v)
+        return true; /* the slow path needs no memory */
+    for (size_t i = 0; i < c->n; i++) {
+        v[i].remote = c->run[i].remote;
+        v[i].len = c->run[i].len;
+    }
+    qsort(v, c->n, sizeof *v, by_remote);
+    bool overlap = false;
+    for (size_t i = 1; i < c->n && !overlap; i++)
+        overlap = v[i - 1].remote + v[i - 1].len > v[i].remote;
+    free(v);
+    return overlap;
+}
+
+static os_status_t cma_io(pid_t pid, bool write, struct iovec *local, struct iovec *remote,
+                          size_t n)
+{
+    os_status_t st = OS_OK;
+    for (size_t i = 0; i < n && !st; i += OS_CMA_IOV) {
+        size_t k = n - i < OS_CMA_IOV ? n - i : OS_CMA_IOV;
+        st = write ? os_cma_write(pid, local + i, k, remote + i, k)
+                   : os_cma_read(pid, local + i, k, remote + i, k);
+    }
+    return st;
+}
+
+/* Apply the gathered runs, the accumulate mutex held. */
+static os_status_t cma_runs_apply(os_win_t *w, const os_peer_t *p, const cma_runs_t *c,
+                                  os_op_t rop, os_basic_t basic, size_t esize, const char *odata,
+                                  char *fdata)
+{
+    os_status_t st = OS_OK;
+    if (c->n == 1 || cma_runs_overlap(c)) {
+        for (size_t i = 0; i < c->n && !st; i++)
+            st = acc_run_cma(w, p, c->run[i].remote, c->run[i].len, rop, basic, esize,
+                             odata ? odata + c->run[i].pos : NULL,
+                             fdata ? fdata + c->run[i].pos : NULL);
+        return st;
+    }
+    char *tmp = malloc(c->bytes);
+    struct iovec *local = malloc(2 * c->n * sizeof *local), *remote = local + c->n;
+    if (!tmp || !local) {
+        st = OS_ERR(OS_ERR_NOMEM, "accumulate of %zu runs by CMA", c->n);
+        goto out;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < c->n; off += c->run[i].len, i++) {
+        local[i] = (struct iovec){ tmp + off, c->run[i].len };
+        remote[i] = (struct iovec){ c->run[i].remote, c->run[i].len };
+    }
+    if ((st = cma_io(p->pid, false, local, remote, c->n)))
+        goto out;
+    off = 0;
+    for (size_t i = 0; i < c->n; off += c->run[i].len, i++) {
+        if (fdata)
+            memcpy(fdata + c->run[i].pos, tmp + off, c->run[i].len);
+        if (rop != OS_OP_NO_OP)
+            os_reduce(rop, basic, esize, tmp + off, odata + c->run[i].pos,
+                      c->run[i].len / esize);
+    }
+    if (rop != OS_OP_NO_OP)
+        st = cma_io(p->pid, true, local, remote, c->n);
+    OS_STAT(w, FALLBACK_CMA, 1);
+out:
+    free(tmp);
+    free(local);
+    return st;
+}
+
 os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
 {
     os_status_t st = OS_OK;
@@ -250,6 +337,7 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
     const bool bulk = mode == OS_ACC_ATOMIC && w->cfg.acc_bulk_min > 0 &&
                       bytes >= (size_t)w->cfg.acc_bulk_min;
     bool locked = false, atomic_entered = false, bulk_entered = false;
+    cma_runs_t edges = { 0 };
 
     if (!bytes)
         return OS_OK;
@@ -296,22 +384,24 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
             for (size_t b = 0; b < nblk; b++) {
                 char *run = rbase + tt->blocks[b].disp;
                 size_t len = tt->contig ? bytes : tt->blocks[b].len, n = len / esize;
+                char *next = scattered && b + ahead < nblk ? rbase + tt->blocks[b + ahead].disp
+                                                           : NULL;
                 if (p->access != OS_PEER_DIRECT) {
                     /* A CMA peer's zone mapped here (the mutex is held):
-                     * in place there, by CMA on its private edges. */
+                     * in place there; its private edges by CMA, gathered
+                     * and applied after the loop. */
                     char *here = os_peer_mapped(p, run, len);
                     if (!here) {
-                        st = acc_run_cma(w, p, run, len, rop, basic, esize,
-                                         odata ? odata + pos : NULL, fetch ? fdata + pos : NULL);
-                        if (st)
+                        if ((st = cma_runs_add(&edges, run, len, pos)))
                             goto out;
                         pos += len;
                         continue;
                     }
                     run = here;
-                } else if (scattered && b + ahead < nblk) {
-                    __builtin_prefetch(rbase + tt->blocks[b + ahead].disp, 1, 3);
+                    next = next ? os_peer_mapped(p, next, 1) : NULL;
                 }
+                if (next)
+                    __builtin_prefetch(next, 1, 3);
                 if (mode == OS_ACC_ATOMIC && !bulk) {
                     os_reduce_atomic(rop, basic, esize, run, odata ? odata + pos : NULL,
                                      fetch ? fdata + pos : NULL, n);
@@ -324,6 +414,9 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
                 pos += len;
             }
         }
+        if (edges.n && (st = cma_runs_apply(w, p, &edges, rop, basic, esize, odata,
+                                            fetch ? fdata : NULL)))
+            goto out;
         if (bulk)
             OS_STAT(w, ACC_BULK_ELEMS, bytes / esize);
         else if (mode == OS_ACC_ATOMIC)
@@ -356,7 +449,8 @@ out:
     if (atomic_entered)
         os_acc_atomic_exit(w);
     if (!st && fbuf)
-        unpack(op->result, op->rtype, op->rcount, fbuf, bytes);
+        os_dtype_unpack(op->result, op->rtype, op->rcount, fbuf, bytes);
+    free(edges.run);
     free(obuf);
     free(fbuf);
     free(tbuf);

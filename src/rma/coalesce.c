@@ -23,7 +23,8 @@
  *
  * The gain is on paths with a per-call cost: memory reached by CMA (two system
  * calls and the mutex per accumulate become two system calls per 1024
- * elements), and targets on another node (one message per batch). On mapped memory an uncoalesced accumulate is one CPU atomic, so
+ * elements; a short batch to a target that polls goes to it as node
+ * requests instead), and targets on another node (one message per batch). On mapped memory an uncoalesced accumulate is one CPU atomic, so
  * the automatic setting leaves it alone.
  */
 #include "os_rma.h"
@@ -216,6 +217,20 @@ static os_status_t drain_one(os_win_t *w, int target)
         b->n = 0;
         b->dlen = 0;
         return st;
+    }
+    /* A short batch to a node-mate that polls: applied by it as requests
+     * (node_request.c), without the mutex held here, which it takes. */
+    if (w->nreq.slots) {
+        size_t done = os_nreq_acc_batch(w, target, b, &st);
+        if (done == b->n || st) {
+            OS_STAT(w, ACC_BATCHES, 1);
+            b->n = 0;
+            b->dlen = 0;
+            return st;
+        }
+        /* What is left follows by CMA, in order (its data stays in place). */
+        memmove(b->entries, b->entries + done, (b->n - done) * sizeof *b->entries);
+        b->n -= done;
     }
     /* Entries of one batch share their path (a differing one drains first). */
     os_acc_mode_t mode = (os_acc_mode_t)b->mode;

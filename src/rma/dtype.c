@@ -335,3 +335,29 @@ size_t os_cursor_next(os_cursor_t *c, size_t max, char **ptr)
     }
     return len;
 }
+
+void os_dtype_pack(char *dst, const os_dtype_t *t, const void *buf, size_t count, size_t bytes)
+{
+    os_cursor_t c;
+    char *p;
+    size_t n;
+    os_cursor_init(&c, t, buf, count);
+    while (bytes && (n = os_cursor_next(&c, bytes, &p))) {
+        memcpy(dst, p, n);
+        dst += n;
+        bytes -= n;
+    }
+}
+
+void os_dtype_unpack(void *buf, const os_dtype_t *t, size_t count, const char *src, size_t bytes)
+{
+    os_cursor_t c;
+    char *p;
+    size_t n;
+    os_cursor_init(&c, t, buf, count);
+    while (bytes && (n = os_cursor_next(&c, bytes, &p))) {
+        memcpy(p, src, n);
+        src += n;
+        bytes -= n;
+    }
+}

@@ -102,6 +102,8 @@ os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op)
         return st;
     if (w->peers[op->target].access == OS_PEER_REMOTE)
         return os_remote_execute(w, op, taddr);
+    if (w->nreq.slots && os_nreq_execute(w, op, taddr, &st))
+        return st;
     switch (op->kind) {
     case OS_RMA_PUT:
         return os_apply_move(w, op->target, true, taddr, op->ttype, op->tcount, op->origin,

@@ -101,5 +101,9 @@ typedef struct {
 void os_cursor_init(os_cursor_t *c, const os_dtype_t *t, const void *base, size_t count);
 /* Next run of at most max bytes: sets *ptr, returns its length, 0 at the end. */
 size_t os_cursor_next(os_cursor_t *c, size_t max, char **ptr);
+/* Copy at most `bytes` bytes of `count` elements of t at buf into the
+ * contiguous dst (pack), or from src into them (unpack), in type-map order. */
+void os_dtype_pack(char *dst, const os_dtype_t *t, const void *buf, size_t count, size_t bytes);
+void os_dtype_unpack(void *buf, const os_dtype_t *t, size_t count, const char *src, size_t bytes);
 
 #endif

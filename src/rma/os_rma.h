@@ -137,6 +137,31 @@ typedef struct {
     _Atomic uint64_t lock_local_count;
 } os_rank_ctl_t;
 
+/* Node requests (node_request.c): per target of the node, its heartbeat
+ * (when it last polled, ns on the monotonic clock) and doorbell, on one
+ * line; per (target, origin) pair a slot holding one small operation. */
+typedef struct {
+    _Alignas(OS_CACHELINE) _Atomic uint64_t heartbeat;
+    _Atomic uint32_t bell;
+} os_nreq_line_t;
+
+#define OS_NREQ_RUNS 4
+#define OS_NREQ_PAYLOAD 192
+typedef struct {
+    _Alignas(OS_CACHELINE) _Atomic uint32_t state;
+    uint8_t kind, op, basic, nruns;  /* os_rma_kind_t, os_op_t, os_basic_t */
+    uint16_t esize;
+    int16_t status;                  /* the target's answer: an os_status_t code */
+    uint32_t bytes;                  /* target bytes, in the runs below */
+    uint32_t in;                     /* origin (and compare) bytes first in data; the
+                                      * fetched bytes follow them */
+    uint64_t addr[OS_NREQ_RUNS];     /* in the target's address space */
+    uint32_t len[OS_NREQ_RUNS];
+    char data[OS_NREQ_PAYLOAD];
+} os_nreq_slot_t;
+/* Node processes whose windows get mailboxes (a slot per pair). */
+#define OS_NREQ_MAX_NODE 64
+
 /* A region attached to a dynamic window, as the node's origins read it. */
 typedef struct {
     _Atomic uint64_t base, size;
@@ -237,6 +262,11 @@ typedef struct os_shell {
     char handle_name[MPI_MAX_OBJECT_NAME];
     os_shm_seg_t ctl;     /* the node's control area, laid out as below */
     size_t ctl_bytes, post_off, post_stride, regions_off;
+    /* node requests: the lines (cleared with the rest for each window), then
+     * the slots, past ctl_clear (left alone: every slot is empty again when
+     * its window is freed, and the pages of unused pairs stay untouched);
+     * 0 when the node is too large or a single process */
+    size_t nreq_lines_off, nreq_slots_off, ctl_clear;
     int inline_regions;   /* dynamic-window region copies per process */
     os_shm_seg_t data;    /* allocate flavors: the node's data, kept for the next window */
     /* A shell spanning nodes has UCX allocate the data (shell.c), so that
@@ -312,6 +342,16 @@ typedef struct os_win {
     uint8_t *lock_how;         /* [nranks] os_lock_hold_t of each held lock */
     struct os_kept_op *kept;   /* [nranks] a deferred lock's operation, kept for unlock */
     uint64_t lock_rng;         /* the random policy's state, on the locking side */
+
+    /* node requests (node_request.c): set on MPI_Win_create windows with
+     * memory that some node-mate reaches by CMA */
+    struct {
+        os_nreq_line_t *lines;   /* [nlocal], in the control area */
+        os_nreq_slot_t *slots;   /* [nlocal targets][nlocal origins]; NULL: none */
+        int *index;              /* [nranks] position in the node, -1 elsewhere */
+        int nlocal, me;
+        struct os_win *next;     /* the windows this process serves */
+    } nreq;
 
     /* operations queued to the closing fence */
     os_rma_op_t *queue;
@@ -425,6 +465,9 @@ bool os_acc_try_apply(os_win_t *w, int target, bool cas, bool fetch, os_op_t op,
  * MPI_COMM_WORLD rank of p's (real or virtual) node's first process, its
  * communication server for request routes (paper 004). */
 os_status_t os_net_init(int nprocs, int me, const int *server_of);
+/* One progress of the network, once it runs (every back-off step of a wait:
+ * a process waiting for a counter also serves requests to itself). */
+void os_net_wait_poll(void);
 /* Send what forwarding queues still hold (MPI_Finalize). */
 void os_net_drain(void);
 os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes);
@@ -451,6 +494,27 @@ os_status_t os_remote_post(os_win_t *w, int origin);
 os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b);
 os_status_t os_remote_complete(os_win_t *w, int target);
 void os_remote_stats_sync(os_win_t *w);
+
+/* node_request.c */
+/* Give the window a mailbox when its memory needs one (node_index[r]: r's
+ * position among the node's nlocal processes, -1 elsewhere); then this
+ * process serves it. Detach after the window's last barrier. */
+void os_nreq_attach(os_win_t *w, const int *node_index, int nlocal);
+void os_nreq_detach(os_win_t *w);
+/* A small operation on a CMA peer whose heartbeat says it polls: applied by
+ * it, complete on return (*st). false: nothing was done, use CMA. */
+bool os_nreq_execute(os_win_t *w, const os_rma_op_t *op, char *taddr, os_status_t *st);
+/* The first entries of a short coalesced batch (at most OS_NREQ_BATCH_MAX
+ * requests' worth) sent the same way, in order; returns how many were
+ * applied (all of them on an error, in *st); the rest go by CMA. */
+#define OS_NREQ_BATCH_MAX 4
+size_t os_nreq_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b, os_status_t *st);
+/* Serve the requests posted to this process; never blocks. Every poll of
+ * the host MPI's waiting loop and every back-off step of onesided's waits. */
+void os_nreq_poll(void);
+/* What every back-off step of a wait runs (os_backoff_hook): node requests,
+ * and the network when it runs. */
+void os_rma_wait_poll(void);
 
 /* coalesce.c */
 /* Queue a small accumulate when the window coalesces it; false = do it now. */

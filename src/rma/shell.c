@@ -184,7 +184,8 @@ static os_comm_cache_t *cache_of(MPI_Comm comm)
 }
 
 /* Lay the control area out, in this order:
- * node words | rank control blocks | post matrix | region tables. */
+ * node words | rank control blocks | post matrix | region tables |
+ * node-request lines | node-request slots (node_request.c). */
 static void layout(os_shell_t *s)
 {
     size_t off = sizeof(os_node_ctl_t);
@@ -196,6 +197,18 @@ static void layout(os_shell_t *s)
     off += (size_t)s->nranks * s->post_stride * sizeof(uint64_t);
     s->regions_off = off;
     off += (size_t)s->nranks * (size_t)s->inline_regions * sizeof(os_region_t);
+    s->nreq_lines_off = s->nreq_slots_off = 0;
+    if (s->node_size > 1 && s->node_size <= OS_NREQ_MAX_NODE) {
+        off = OS_ALIGN_UP(off, OS_CACHELINE);
+        s->nreq_lines_off = off;
+        off += (size_t)s->node_size * sizeof(os_nreq_line_t);
+        s->ctl_clear = off;
+        off = OS_ALIGN_UP(off, PAGE);
+        s->nreq_slots_off = off;
+        off += (size_t)s->node_size * (size_t)s->node_size * sizeof(os_nreq_slot_t);
+    } else {
+        s->ctl_clear = off;
+    }
     s->ctl_bytes = OS_ALIGN_UP(off, PAGE);
 }
 
@@ -313,7 +326,7 @@ os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, os_shell_t **out)
          * barrier, and none touches this area before the next collective
          * (the creating allgather), so the node's first process clears it. */
         if (s->node_rank == 0)
-            memset(s->ctl.addr, 0, s->ctl_bytes);
+            memset(s->ctl.addr, 0, s->ctl_clear);
     } else {
         os_status_t st = shell_build(comm, c, nodes, &s);
         if (st)

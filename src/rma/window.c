@@ -159,6 +159,21 @@ static os_nodes_t choose_nodes(os_flavor_t flavor, void *base, MPI_Aint size,
     return mappable ? OS_NODES_CONFIGURED : OS_NODES_SELF;
 }
 
+/* MPI_Win_create: the node's mailbox for requests to memory reached by CMA
+ * (node_request.c). Positions in the node follow window ranks, the same in
+ * every process of it. */
+static os_status_t attach_node_requests(os_win_t *w, const peer_info_t *all, int node)
+{
+    int *index = malloc((size_t)w->nranks * sizeof *index), n = 0;
+    if (!index)
+        return OS_ERR(OS_ERR_NOMEM, "node positions of %d ranks", w->nranks);
+    for (int r = 0; r < w->nranks; r++)
+        index[r] = all[r].node == node ? n++ : -1;
+    os_nreq_attach(w, index, n);
+    free(index);
+    return OS_OK;
+}
+
 static void unmap_peers(os_win_t *w)
 {
     for (int r = 0; w->peers && r < w->nranks; r++)
@@ -374,6 +389,8 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     }
     if (nodes == OS_NODES_SELF)
         OS_STAT(w, FALLBACK_NO_CMA, 1);
+    if (flavor == OS_FLAVOR_CREATE && (st = attach_node_requests(w, all, mine.node)))
+        goto fail;
     if (w->multinode &&
         (st = os_remote_win_setup(w, w->peers[w->rank].base,
                                   flavor == OS_FLAVOR_DYNAMIC ? 0 : (size_t)w->size)))
@@ -407,6 +424,7 @@ fail:
     free(data_off);
     if (w->multinode)
         os_remote_win_teardown(w);
+    os_nreq_detach(w);
     if (sh)
         os_shell_put(sh);
     if (w->shared_pages)
@@ -459,6 +477,9 @@ os_status_t os_win_free(os_win_t *w)
         os_remote_win_teardown(w);
         PMPI_Barrier(w->comm);
     }
+    /* No origin posts any more, and this process stops serving the window
+     * before its control area may go to the next one. */
+    os_nreq_detach(w);
     os_shell_put(w->shell);
     /* Every process has left the window (the barrier): its pages become
      * private again. */

@@ -144,6 +144,13 @@ void os_log_set_rank(int rank);
       "of onesided's own calls (a target blocked in, say, MPI_Barrier serves nothing), so "   \
       "only for windows whose targets keep making RMA calls. Started by the first window "    \
       "spanning nodes that asks for it (info no_locks=true also declines).")                  \
+    X(node_requests, int, "ONESIDED_NODE_REQUESTS", NULL, "1",                                \
+      "1 = a small operation (up to 192 bytes in and out) on a node-mate's memory that only "  \
+      "CMA reaches (MPI_Win_create over a malloc smaller than a page) goes to that process "  \
+      "as a request while it polls (waits inside the host MPI or in onesided), as a native "  \
+      "target would serve it; while it computes, CMA (stats node_requests, "                   \
+      "node_requests_served, fallback_node_request_cma). Nodes of up to 64 processes. "        \
+      "0 = always CMA.")                                                                       \
     X(host_progress, int, "ONESIDED_HOST_PROGRESS", NULL, "1",                                \
       "1 = while this process waits inside the host MPI (MPI_Barrier, MPI_Recv, ...), the "   \
       "host's poll loop also progresses onesided's worker (through ucp_worker_progress, and " \
@@ -263,8 +270,9 @@ double os_now(void);
 extern int os_spin_limit;
 /* This node runs more processes than it has cores (set at MPI_Init). */
 extern bool os_oversubscribed;
-/* Run on every back-off step when set: the network layer progresses there,
- * so that a process waiting for a counter also serves requests to itself. */
+/* Run on every back-off step when set (the RMA engine's os_rma_wait_poll):
+ * a process waiting for a counter also serves node-mates' requests and, between
+ * nodes, progresses the network, which may carry requests to itself. */
 extern void (*os_backoff_hook)(void);
 typedef struct {
     unsigned polls;

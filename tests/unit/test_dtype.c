@@ -190,6 +190,28 @@ static void test_indexed_fast_path(void)
     CHECK(same, "indexed direct path differs from the struct path");
 }
 
+/* Pack and unpack follow the type map, and stop at the byte count. */
+static void test_pack_unpack(void)
+{
+    os_dtype_t *v;
+    /* MPI_Type_vector(3, 1, 2, MPI_INT): ints 0, 2, 4 of each element. */
+    CHECK(os_dtype_new_hvector(3, 1, 8, i32, &v) == OS_OK, "vector");
+    int32_t src[10], back[10], packed[6];
+    for (int i = 0; i < 10; i++)
+        src[i] = 100 + i;
+    os_dtype_pack((char *)packed, v, src, 2, 6 * sizeof(int32_t)); /* extent 20: ints 0,2,4,5,7,9 */
+    const int32_t want[6] = { 100, 102, 104, 105, 107, 109 };
+    CHECK(!memcmp(packed, want, sizeof want), "packed %d %d %d %d %d %d", packed[0], packed[1],
+          packed[2], packed[3], packed[4], packed[5]);
+    memset(back, 0, sizeof back);
+    os_dtype_unpack(back, v, 2, (const char *)packed, 4 * sizeof(int32_t));
+    CHECK(back[0] == 100 && back[2] == 102 && back[4] == 104 && back[5] == 105 && back[1] == 0 &&
+              back[7] == 0,
+          "unpacked the first four only: %d %d %d %d, %d %d", back[0], back[2], back[4], back[5],
+          back[1], back[7]);
+    os_dtype_release(v);
+}
+
 int main(void)
 {
     dbl = os_dtype_new_basic(OS_B_DOUBLE, OS_CLASS_FLOAT, 8, 8);
@@ -202,6 +224,7 @@ int main(void)
     test_nested_and_resized();
     test_subarray();
     test_cursor();
+    test_pack_unpack();
     test_refcount();
     return UNIT_REPORT();
 }

@@ -126,6 +126,12 @@ void os_fwd_progress(void)
     progress_depth--;
 }
 
+void os_net_wait_poll(void)
+{
+    if (R.ready)
+        os_fwd_progress();
+}
+
 static int idle(unsigned events);
 
 os_status_t os_fwd_setup(int nprocs, int me, const int *server_of, const os_fwd_handlers_t *h)
@@ -148,7 +154,6 @@ os_status_t os_fwd_setup(int nprocs, int me, const int *server_of, const os_fwd_
         (st = os_ucx_am_register(AM_ROUTED, on_routed, NULL)))
         return st;
     os_ucx_set_idle_hook(idle);
-    os_backoff_hook = os_fwd_progress;
     R.ready = true;
     /* A server forwards while its application computes or waits in the
      * host MPI: only a thread of its own can. */

@@ -113,9 +113,6 @@ os_status_t os_req_post_noreply(os_win_t *w, int target, req_hdr_t *h);
  * and, with_data, its origin data: *msg is malloc'd. */
 os_status_t os_req_build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool with_data,
                          char **msg, size_t *mlen, uint32_t *nruns, size_t *total);
-/* Unpack bytes into `count` elements of t at base. */
-void os_req_scatter(void *base, const os_dtype_t *t, size_t count, const char *src,
-                    size_t bytes);
 /* A request that carries an operation inside a held lock: puts and
  * accumulates are acknowledged at the next flush, the rest wait for their
  * reply (rbytes fetched bytes scattered into rbuf). */

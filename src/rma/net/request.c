@@ -132,15 +132,8 @@ os_status_t os_req_build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool w
     os_cursor_init(&tc, op->ttype, taddr, op->tcount);
     for (size_t i = 0; (len = os_cursor_next(&tc, SIZE_MAX, &run)); i++)
         runs[i] = (os_run_t){ (uint64_t)((uintptr_t)run - origin0), len };
-    if (with_data) {
-        os_cursor_t oc;
-        char *src, *dst = m + n * sizeof(os_run_t), *end = dst + bytes;
-        os_cursor_init(&oc, op->otype, op->origin, op->ocount);
-        while (dst < end && (len = os_cursor_next(&oc, (size_t)(end - dst), &src))) {
-            memcpy(dst, src, len);
-            dst += len;
-        }
-    }
+    if (with_data)
+        os_dtype_pack(m + n * sizeof(os_run_t), op->otype, op->origin, op->ocount, bytes);
     if (extra)
         memcpy(m + n * sizeof(os_run_t) + (with_data ? bytes : 0), op->compare, extra);
     *msg = m;
@@ -148,19 +141,6 @@ os_status_t os_req_build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool w
     *nruns = (uint32_t)n;
     *total = bytes;
     return OS_OK;
-}
-
-void os_req_scatter(void *base, const os_dtype_t *t, size_t count, const char *src, size_t bytes)
-{
-    os_cursor_t c;
-    char *p;
-    size_t n;
-    os_cursor_init(&c, t, base, count);
-    while (bytes && (n = os_cursor_next(&c, bytes, &p))) {
-        memcpy(p, src, n);
-        src += n;
-        bytes -= n;
-    }
 }
 
 /* Until every accumulate sent to target as a request has been applied. */
@@ -186,7 +166,7 @@ os_status_t os_req_send_op(os_win_t *w, int target, req_hdr_t *h, const char *ms
         return OS_ERR(OS_ERR_NOMEM, "reply buffer of %zu bytes", rbytes);
     os_status_t st = os_req_call(w, target, h, msg, mlen, fetched, rbytes);
     if (!st && fetched)
-        os_req_scatter(rbuf, rtype, rcount, fetched, rbytes);
+        os_dtype_unpack(rbuf, rtype, rcount, fetched, rbytes);
     free(fetched);
     return st;
 }
