@@ -177,12 +177,16 @@ static void heap_block(void)
     MPI_Bcast(&first_page, 1, MPI_UINT64_T, root, MPI_COMM_WORLD);
     const MPI_Aint at[5] = { 0, (MPI_Aint)first_page - 8, (MPI_Aint)first_page,
                              (MPI_Aint)(BYTES / 2 / 8 * 8), BYTES - 8 };
-    int64_t one = 1, old, ones[2] = { 1, 1 };
-    /* One accumulate on a private word and a shared one at once. */
-    MPI_Datatype both;
+    int64_t one = 1, old, ones[3] = { 1, 1, 1 };
+    /* One accumulate on a private word and a shared one at once, and one on
+     * three private words (by CMA: gathered into one read and one write). */
+    MPI_Datatype both, edges;
     const int idx[2] = { (int)(at[0] / 8), (int)(at[3] / 8) };
+    const int eidx[3] = { (int)(at[0] / 8), (int)(at[1] / 8), (int)(at[4] / 8) };
     MPI_Type_create_indexed_block(2, 1, idx, MPI_INT64_T, &both);
     MPI_Type_commit(&both);
+    MPI_Type_create_indexed_block(3, 1, eidx, MPI_INT64_T, &edges);
+    MPI_Type_commit(&edges);
     MPI_Win_lock_all(0, win);
     for (int i = 0; i < ROUNDS; i++) {
         for (int k = 0; k < 5; k++) {
@@ -192,9 +196,11 @@ static void heap_block(void)
                 MPI_Fetch_and_op(&one, &old, MPI_INT64_T, root, at[k], MPI_SUM, win);
         }
         MPI_Accumulate(ones, 2, MPI_INT64_T, root, 0, 1, both, MPI_SUM, win);
+        MPI_Accumulate(ones, 3, MPI_INT64_T, root, 0, 1, edges, MPI_SUM, win);
     }
     MPI_Win_unlock_all(win);
     MPI_Type_free(&both);
+    MPI_Type_free(&edges);
     /* A put across the boundary at the end of the pages inside (the words
      * above are elsewhere), read back whole. */
     int64_t pair[2] = { 7, 9 }, back[2] = { 0, 0 };
@@ -216,7 +222,8 @@ static void heap_block(void)
         MPI_Win_lock(MPI_LOCK_SHARED, root, 0, win);
         for (int k = 0; k < 5; k++) {
             int64_t v;
-            const long want = (long)ROUNDS * t_size * (k == 0 || k == 3 ? 2 : 1);
+            static const int per_round[5] = { 3, 2, 1, 2, 2 };
+            const long want = (long)ROUNDS * t_size * per_round[k];
             memcpy(&v, block + at[k], 8);
             CHECK(v == want, "heap block: word at %ld holds %lld of %ld", (long)at[k],
                   (long long)v, want);
