@@ -1,7 +1,8 @@
 /* RMA operations: checks, epochs, the single-element fast path, then the
- * data movement (apply.c on this node, net/ to others). On this node
- * everything completes before the call returns (memory is mapped or reached
- * by CMA), so flush and unlock need only order memory. */
+ * data movement (apply.c on this node, or node_request.c when a node-mate
+ * that polls applies it; net/ to others). On this node everything completes
+ * before the call returns (memory is mapped, reached by CMA, or the request
+ * answered), so flush and unlock need only order memory. */
 #include "os_rma.h"
 
 #include <stdlib.h>

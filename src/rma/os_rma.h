@@ -7,7 +7,9 @@
  * PSCW counters and the dynamic-window region tables. Operations on mapped
  * memory are loads, stores and CPU atomics done by the origin alone; memory
  * the origin cannot map (MPI_Win_create, dynamic windows) is reached with
- * single-copy CMA. No target process ever has to run for an origin to finish.
+ * single-copy CMA, or, while its owner polls anyway (waiting inside MPI),
+ * applied by the owner (node_request.c). No target process ever has to run
+ * for an origin to finish: a request to one that stops polling is taken back.
  */
 #ifndef OS_RMA_H
 #define OS_RMA_H
