@@ -195,6 +195,9 @@ typedef enum {
     ONESIDED_STAT_NODE_REQUESTS_SERVED, /* ... such requests this process applied for node-mates */
     ONESIDED_STAT_FALLBACK_NODE_REQUEST_CMA, /* ... posted, taken back when the target stopped
                                        polling, and done by CMA */
+    ONESIDED_STAT_ACC_MAPPED,       /* accumulate-kind calls of several elements to another node's
+                                       memory that UCX maps here (a virtual node of this host),
+                                       applied with this process's CPU atomics */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -88,6 +88,8 @@ typedef struct {
     int rdma_world;   /* REMOTE: whose endpoint reaches the memory (the key's owner: the
                        * node's first process when UCX allocated the node's data) */
     bool zero_copy;   /* REMOTE: UCX reaches the memory without the peer's help */
+    char *ucx_map;    /* REMOTE, zero_copy: where UCX maps the peer's base here
+                       * (ucp_rkey_ptr: another virtual node of this host), or NULL */
     bool word_zero_copy; /* ... and the peer's network lock word */
 } os_peer_t;
 

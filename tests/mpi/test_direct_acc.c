@@ -18,6 +18,9 @@
  *    malloc'd memory with a second process on the owner's node).
  *  - MPI_Win_set_info cannot change what was agreed at creation (lock design,
  *    direct accumulate) in one process only.
+ *  - accumulates of several elements to memory UCX maps here (another
+ *    virtual node of this host) are applied with this process's CPU atomics,
+ *    exactly, beside the target's own.
  */
 #include "common.h"
 
@@ -304,6 +307,61 @@ static void test_set_info_keeps_agreed(void)
     t_win_free(&tw);
 }
 
+/* Accumulates of several elements to another node: on memory UCX maps here
+ * (virtual nodes of one host, over its shared-memory transport) this
+ * process's CPU atomics apply them (acc_mapped), elsewhere a request does.
+ * Every rank, rank 0 too, adds to rank 0's elements at once, with
+ * Accumulate, Get_accumulate and single Fetch_and_ops on the first element:
+ * exact totals. Long doubles (no CPU atomic) still go as requests. */
+static void test_in_place(void)
+{
+    enum { N = 64, ROUNDS = 200 };
+    const int k = t_virtual_node_size();
+    const char *tls = getenv("ONESIDED_UCX_TLS");
+    const bool remote = k > 0 && t_rank / k != 0;
+    const bool mapped = remote && t_hosts == 1 && !(tls && strstr(tls, "tcp"));
+    t_win_t tw = t_win_make(F_ALLOCATE, N * sizeof(int64_t) + N * sizeof(long double),
+                            MPI_INFO_NULL);
+    int64_t ones[N], before[N], one = 1, old;
+    long double lones[N];
+    for (int i = 0; i < N; i++) {
+        ones[i] = 1;
+        lones[i] = 1.0L;
+    }
+    const MPI_Aint longs = t_disp(&tw, 0, N * sizeof(int64_t));
+    MPI_Win_lock_all(0, tw.win);
+    for (int r = 0; r < ROUNDS; r++) {
+        MPI_Accumulate(ones, N, MPI_INT64_T, 0, t_disp(&tw, 0, 0), N, MPI_INT64_T, MPI_SUM,
+                       tw.win);
+        MPI_Get_accumulate(ones, N, MPI_INT64_T, before, N, MPI_INT64_T, 0, t_disp(&tw, 0, 0), N,
+                           MPI_INT64_T, MPI_SUM, tw.win);
+        MPI_Fetch_and_op(&one, &old, MPI_INT64_T, 0, t_disp(&tw, 0, 0), MPI_SUM, tw.win);
+        MPI_Win_flush(0, tw.win);
+        CHECK(before[N - 1] >= r && before[N - 1] < 2 * ROUNDS * t_size,
+              "get_accumulate fetched %lld in round %d", (long long)before[N - 1], r);
+        if (r % 20 == 0) {
+            MPI_Accumulate(lones, N, MPI_LONG_DOUBLE, 0, longs, N, MPI_LONG_DOUBLE, MPI_SUM,
+                           tw.win);
+            MPI_Win_flush(0, tw.win);
+        }
+    }
+    MPI_Win_unlock_all(tw.win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == 0) {
+        const int64_t *v = (const int64_t *)tw.base;
+        long double lv;
+        memcpy(&lv, (const char *)tw.base + N * sizeof(int64_t) + (N - 1) * sizeof lv, sizeof lv);
+        CHECK(v[0] == 3LL * ROUNDS * t_size && v[N - 1] == 2LL * ROUNDS * t_size,
+              "in place: %lld and %lld, expected %lld and %lld", (long long)v[0],
+              (long long)v[N - 1], 3LL * ROUNDS * t_size, 2LL * ROUNDS * t_size);
+        CHECK(lv == (long double)(ROUNDS / 20 * t_size), "long doubles: %Lg", lv);
+    }
+    const uint64_t in_place = stat_of(tw.win, ONESIDED_STAT_ACC_MAPPED);
+    CHECK(in_place == (mapped ? 2u * ROUNDS : 0u), "rank %d: %llu accumulates in place, "
+          "expected %d", t_rank, (unsigned long long)in_place, mapped ? 2 * ROUNDS : 0);
+    t_win_free(&tw);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -314,5 +372,6 @@ int main(int argc, char **argv)
     test_results_and_order(F_CREATE);
     test_paths();
     test_set_info_keeps_agreed();
+    test_in_place();
     return t_finish("test_direct_acc");
 }

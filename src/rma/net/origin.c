@@ -5,8 +5,10 @@
  *   put, get        RDMA on the target's registered window memory; complete
  *                   at the next flush (dynamic windows: by request, below)
  *   accumulates,    one element of 4 or 8 bytes: one network atomic, without
- *   fetch_and_op,   the target (direct accumulate, paper 001; below);
- *   compare_and_swap otherwise a request carrying the target runs and the
+ *   fetch_and_op,   the target (direct accumulate, paper 001; below); more
+ *   compare_and_swap on memory UCX maps here (another virtual node of this
+ *                   host): this process's CPU atomics on the mapping;
+ *                   otherwise a request carrying the target runs and the
  *                   origin data, which the target applies to its own memory
  *                   with the same CPU atomics or mutex its node's origins
  *                   use, so every origin stays atomic with every other
@@ -170,6 +172,61 @@ static os_status_t direct_acc(os_win_t *w, const os_rma_op_t *op, int amo, const
     return OS_OK;
 }
 
+/* An accumulate of several elements on memory UCX maps here (another
+ * virtual node of this host: UCX allocated it, and its shared-memory
+ * transport maps it, ucp_rkey_ptr): applied by this process's CPU atomics,
+ * one per element, exactly as the target's request server would apply it
+ * (os_acc_try_apply), instead of sending the data over to be applied. The
+ * conditions are those of the direct accumulate: every element of 1, 2, 4
+ * or 8 bytes and aligned (else the target's mutex, which only its node
+ * reaches, would be needed: a request), a window with direct accumulates
+ * (no bulk accumulates on the target's node, whose plain stores these
+ * atomics could not see), not under a deferred lock. *done is false, with
+ * nothing done, when it does not apply. */
+static os_status_t acc_in_place(os_win_t *w, const os_rma_op_t *op, char *taddr, bool *done)
+{
+    const os_peer_t *p = &w->peers[op->target];
+    const os_dtype_t *tt = op->ttype;
+    const size_t esize = tt->basic_size, bytes = op->tcount * tt->size;
+    const bool fetch = op->kind != OS_RMA_ACC;
+    const os_op_t rop = (os_op_t)op->op;
+    char *obuf = NULL, *fbuf = NULL, *run;
+    os_cursor_t c;
+    size_t len, pos = 0;
+    os_status_t st = OS_OK;
+
+    *done = false;
+    if (!p->ucx_map || !w->cfg.acc_direct || p->acc_mutex_always || op->kind == OS_RMA_CAS ||
+        !esize || !bytes)
+        return OS_OK;
+    const ptrdiff_t shift = p->ucx_map - p->base;
+    os_cursor_init(&c, tt, taddr, op->tcount);
+    while ((len = os_cursor_next(&c, SIZE_MAX, &run)))
+        if (len % esize || !os_reduce_atomic_ok(esize, run + shift))
+            return OS_OK;
+    if ((rop != OS_OP_NO_OP && !(obuf = malloc(bytes))) || (fetch && !(fbuf = malloc(bytes)))) {
+        st = OS_ERR(OS_ERR_NOMEM, "accumulate of %zu bytes", bytes);
+        goto out;
+    }
+    if (obuf)
+        os_dtype_pack(obuf, op->otype, op->origin, op->ocount, bytes);
+    /* Accumulates of one origin on one location apply in order: those sent
+     * before as requests first. */
+    os_req_await_acks(w, op->target);
+    os_cursor_init(&c, tt, taddr, op->tcount);
+    for (; (len = os_cursor_next(&c, SIZE_MAX, &run)); pos += len)
+        os_reduce_atomic(rop, (os_basic_t)tt->basic, esize, run + shift, obuf ? obuf + pos : NULL,
+                         fbuf ? fbuf + pos : NULL, len / esize);
+    if (fbuf)
+        os_dtype_unpack(op->result, op->rtype, op->rcount, fbuf, bytes);
+    OS_STAT(w, ACC_MAPPED, 1);
+    *done = true;
+out:
+    free(obuf);
+    free(fbuf);
+    return st;
+}
+
 os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
 {
     const bool dynamic = w->flavor == OS_FLAVOR_DYNAMIC;
@@ -186,6 +243,9 @@ os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
         int amo = dynamic || keep ? -1 : direct_amo(w, op, addr);
         if (amo >= 0)
             return direct_acc(w, op, amo, addr);
+        bool done = false;
+        if (!dynamic && !keep && ((st = acc_in_place(w, op, taddr, &done)) || done))
+            return st;
         OS_STAT(w, FALLBACK_ACC_REQUEST, 1);
     }
     if ((op->kind == OS_RMA_PUT || op->kind == OS_RMA_GET) && !dynamic && !keep) {

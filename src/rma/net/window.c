@@ -171,8 +171,8 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
          * (not with ONESIDED_UCX_TLS=tcp,self, say, which emulates it).
          * UCX 1.13 cannot tell which lane an RDMA operation takes, so on
          * RDMA hardware between real hosts the count says emulated. */
-        p->zero_copy = !st && all[r].zero_copy &&
-                       os_ucx_rkey_ptr(p->rkey, all[r].base) != NULL;
+        p->ucx_map = !st && all[r].zero_copy ? os_ucx_rkey_ptr(p->rkey, all[r].base) : NULL;
+        p->zero_copy = p->ucx_map != NULL;
         os_ucx_report_transports(p->rdma_world);
     }
     if (!st && w->cfg.progress)
