@@ -61,6 +61,8 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
         os_mpi_host_progress_stop();
         os_ucx_finalize();
     }
+    /* On one node too: the opal_progress callback serves node requests. */
+    os_mpi_host_progress_stop();
     return MPI_SUCCESS;
 }
 
