@@ -147,8 +147,15 @@ static bool apply(os_win_t *w, os_nreq_slot_t *s)
     const uint32_t bytes = s->bytes, in = s->in;
     uint32_t total = 0;
 
-    /* The origin checked the range; a request outside the window is a bug
-     * of ours, answered with an error rather than written anywhere. */
+    /* The origin checked the range and the sizes; a request outside the
+     * window or the slot is a bug of ours, answered with an error rather
+     * than written anywhere. */
+    const uint32_t out = s->kind == OS_RMA_PUT || s->kind == OS_RMA_ACC ? 0 : bytes;
+    if (s->nruns > OS_NREQ_RUNS || in > OS_NREQ_PAYLOAD || out > OS_NREQ_PAYLOAD - in ||
+        (s->kind == OS_RMA_PUT && bytes > in) || !s->esize) {
+        s->status = OS_ERR_RANGE;
+        return true;
+    }
     for (uint32_t i = 0; i < s->nruns; i++) {
         const uint64_t a = s->addr[i], len = s->len[i];
         const uint64_t lo = (uint64_t)(uintptr_t)me->base;
