@@ -293,11 +293,12 @@ static os_status_t cma_runs_apply(os_win_t *w, const os_peer_t *p, const cma_run
         return st;
     }
     char *tmp = malloc(c->bytes);
-    struct iovec *local = malloc(2 * c->n * sizeof *local), *remote = local + c->n;
+    struct iovec *local = malloc(2 * c->n * sizeof *local), *remote;
     if (!tmp || !local) {
         st = OS_ERR(OS_ERR_NOMEM, "accumulate of %zu runs by CMA", c->n);
         goto out;
     }
+    remote = local + c->n;
     size_t off = 0;
     for (size_t i = 0; i < c->n; off += c->run[i].len, i++) {
         local[i] = (struct iovec){ tmp + off, c->run[i].len };
