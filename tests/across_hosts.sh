@@ -109,6 +109,9 @@ judge h2_routes_server $?
 for p in test_ops test_sync test_concurrency test_threads test_dynamic test_lock_piggyback; do
     job "h3_$p" 300 -- "${three[@]}" "$tests/$p"; judge "h3_$p" $?
 done
+# Small puts and gets as requests over TCP, the lock release behind them.
+job h3_test_small_requests 300 -- "${three[@]}" "$tests/test_small_requests" --expect tcp
+judge h3_test_small_requests $?
 job h3_torture_paper 300 ONESIDED_LOCK_POLICY=paper -- "${three[@]}" "$tests/test_lock_torture"
 judge h3_torture_paper $?
 job h3_routes_cooperative 300 ONESIDED_ROUTE=cooperative ONESIDED_GROUP_SIZE=2 ONESIDED_ACC_DIRECT=0 \

@@ -302,7 +302,8 @@ const char *onesided_stat_name(int stat)
         "route_batches", "route_messages", "request_peers", "endpoints",
         "request_buffer_bytes", "fallback_no_cma", "lock_release_flushed",
         "create_shared_bytes", "am_served_in_host", "node_requests", "node_requests_served",
-        "fallback_node_request_cma", "acc_mapped",
+        "fallback_node_request_cma", "acc_mapped", "remote_small_requests",
+        "lock_release_by_request",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

@@ -91,6 +91,9 @@ typedef struct {
     char *ucx_map;    /* REMOTE, zero_copy: where UCX maps the peer's base here
                        * (ucp_rkey_ptr: another virtual node of this host), or NULL */
     bool word_zero_copy; /* ... and the peer's network lock word */
+    bool tcp_only;    /* REMOTE: UCX reaches the peer over TCP alone: its worker carries
+                       * every put, get and atomic (net/origin.c sends small ones as
+                       * requests, net/lock.c the lock release behind them) */
 } os_peer_t;
 
 /* Where [remote, remote + len) of a CMA peer's memory is mapped here, or

@@ -473,9 +473,12 @@ os_status_t os_win_free(os_win_t *w)
         /* A progress thread may still be serving this window's lock (a
          * migration of the hybrid lock moves tickets on the node's CPU
          * lock) until its process unregisters the window: the control area
-         * may be cleared for the next window only after everybody has. */
+         * may be cleared for the next window only after every process of
+         * the node has. Other nodes never touch it, and their operations
+         * on this node ended before the barrier above: the node's barrier
+         * suffices (across hosts one round trip less per MPI_Win_free). */
         os_remote_win_teardown(w);
-        PMPI_Barrier(w->comm);
+        PMPI_Barrier(w->shell->node);
     }
     /* No origin posts any more, and this process stops serving the window
      * before its control area may go to the next one. */

@@ -175,6 +175,13 @@ void os_log_set_rank(int rank);
       "request at unlock (one round trip, the reply brings the result), and an epoch with no " \
       "operation sends nothing. A second operation, a flush, MPI_Win_sync or an R* call asks " \
       "for the lock first. 0 = every MPI_Win_lock asks for the lock at once.")                \
+    X(remote_request_max, int, "ONESIDED_REMOTE_REQUEST_MAX", "onesided_remote_request_max",  \
+      "8192",                                                                                  \
+      "Target on another node that UCX reaches only over TCP (its worker carries every put "   \
+      "and get, which then costs a put and a flush round trip): puts and gets of at most this " \
+      "many bytes go as onesided requests instead, one message each way (stat "                \
+      "remote_small_requests). Not on RDMA hardware or shared memory, where UCX needs no "     \
+      "help from the target. 0 = always UCX.")                                                 \
     X(route, int, "ONESIDED_ROUTE", "onesided_route", "direct",                               \
       "How requests between nodes (what the target's CPU must do: accumulates without a "     \
       "network atomic, non-contiguous or dynamic-window transfers, lock-manager requests, "   \

@@ -167,6 +167,23 @@ static os_status_t net_unlock(os_win_t *w, int target, bool exclusive)
     const bool remote = p->access == OS_PEER_REMOTE;
     os_nl_amo_t a = os_nl_release(exclusive);
     os_status_t st = OS_OK, st2;
+    if (remote && p->tcp_only && !w->dirty[target] && w->route == OS_ROUTE_DIRECT) {
+        /* Toward a target reached over TCP alone, UCX's atomic is a message
+         * the target's worker applies, and the flush completing it another
+         * round trip; the epoch's operations went as requests (puts and gets
+         * there, accumulates) or as network atomics, which fetch and are
+         * complete already. The target applies one origin's direct requests
+         * in the order they were sent (serve.c keeps a later one behind a
+         * kept one), so the release goes right behind them as one more,
+         * applied with the CPU atomic the target's worker uses for every
+         * atomic UCX emulates on that word: one round trip in all, instead
+         * of the acknowledgements' and then the release's. */
+        req_hdr_t h = { .kind = K_NET_RELEASE, .op = exclusive };
+        OS_STAT(w, LOCK_RELEASE_BY_REQUEST, 1);
+        st = os_req_call(w, target, &h, NULL, 0, NULL, 0);
+        os_req_await_acks(w, target); /* answered before the release: arrived already */
+        return st;
+    }
     os_req_await_acks(w, target);
     if (remote && w->dirty[target] && !release_ordered(p)) {
         OS_STAT(w, LOCK_RELEASE_FLUSHED, 1);
@@ -277,7 +294,12 @@ os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive)
         w->lock_how[target] = OS_HOLD_NONE;
         return net_unlock(w, target, exclusive); /* flushes too */
     }
-    os_status_t st = os_req_flush(w, target), st2 = OS_OK;
+    /* The manager's unlock is served in order behind this origin's data
+     * requests (serve.c), so that with only requests in the epoch (no RDMA,
+     * direct route) it need not wait for their acknowledgements first. */
+    const bool behind = w->lock_how[target] == OS_HOLD_MANAGER && !w->dirty[target] &&
+                        w->route == OS_ROUTE_DIRECT;
+    os_status_t st = behind ? OS_OK : os_req_flush(w, target), st2 = OS_OK;
     switch (w->lock_how[target]) {
     case OS_HOLD_NONE: /* a deferred lock whose request failed */
         break;
@@ -290,6 +312,8 @@ os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive)
     default: {
         req_hdr_t h = { .kind = K_UNLOCK, .op = exclusive };
         st2 = os_req_call(w, target, &h, NULL, 0, NULL, 0);
+        if (behind)
+            os_req_await_acks(w, target); /* answered before the unlock: arrived already */
         break;
     }
     }

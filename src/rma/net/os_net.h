@@ -31,8 +31,18 @@ enum { AM_REQUEST = 1, AM_REPLY = 2, AM_ROUTED = 3 };
 
 typedef enum {
     K_ACC, K_FETCH, K_CAS, K_PUT, K_GET, K_LOCK, K_UNLOCK, K_POST, K_COMPLETE,
-    K_LOCK_OP /* lock, one operation (an inner header and its data), unlock */
+    K_LOCK_OP, /* lock, one operation (an inner header and its data), unlock */
+    K_NET_RELEASE /* release a network lock (op: 1 = exclusive) after this origin's
+                   * earlier data requests */
 } req_kind_t;
+
+/* How a reply completes its request at the origin. */
+typedef enum {
+    ACK_NONE,  /* token is a waiting origin's reply slot */
+    ACK_COUNT, /* token is an _Atomic int64_t counter to decrement (puts, accumulates) */
+    ACK_GET    /* token is a get's slot: the reply's bytes go to the origin buffer,
+                * then its counter is decremented */
+} ack_t;
 
 typedef struct {
     uint64_t win;   /* window id, the same in every process */
@@ -41,16 +51,19 @@ typedef struct {
     uint8_t kind;   /* req_kind_t */
     uint8_t op;     /* os_op_t; K_LOCK, K_UNLOCK, K_LOCK_OP: 1 = exclusive */
     uint8_t basic;
-    uint8_t ack;    /* reply by decrementing the sender's ack counter (token) */
+    uint8_t ack;    /* ack_t: how the reply completes */
     uint32_t esize;
     uint32_t nruns;
     uint64_t bytes; /* origin data bytes after the runs */
+    uint32_t run_len; /* 0: the runs are os_run_t pairs; else each is run_len bytes long and
+                       * the runs are uint32_t offsets (os_req_compact_runs) */
+    uint32_t reserved;
 } req_hdr_t;
 
 typedef struct {
     uint64_t token;
     int32_t status; /* os_status_t at the target */
-    uint8_t ack;    /* token is an _Atomic int64_t counter to decrement */
+    uint8_t ack;    /* ack_t, the request's */
     uint8_t grant;  /* K_LOCK: grant_t */
     uint8_t pad[2];
 } reply_hdr_t;
@@ -109,10 +122,21 @@ os_status_t os_req_call(os_win_t *w, int target, req_hdr_t *h, const void *data,
 os_status_t os_req_post_acked(os_win_t *w, int target, req_hdr_t *h, const void *data,
                               size_t dlen);
 os_status_t os_req_post_noreply(os_win_t *w, int target, req_hdr_t *h);
+/* A get whose reply scatters rbytes into rbuf and decrements w->acks[target]
+ * (flush waits for it): gets in flight together, as UCX's. */
+os_status_t os_req_post_get(os_win_t *w, int target, req_hdr_t *h, const void *data,
+                            size_t dlen, void *rbuf, os_dtype_t *rtype, size_t rcount,
+                            size_t rbytes);
 /* Pack an operation's target runs (offsets; addresses for dynamic windows)
  * and, with_data, its origin data: *msg is malloc'd. */
 os_status_t os_req_build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool with_data,
-                         char **msg, size_t *mlen, uint32_t *nruns, size_t *total);
+                         char **msg, size_t *mlen, uint32_t *nruns, uint32_t *run_len,
+                         size_t *total);
+/* A message of n os_run_t runs (window offsets) and then *mlen - n * 16
+ * bytes, rewritten in place with the runs as 4-byte offsets when they are
+ * many, all of one length and every offset fits: returns that length (the
+ * header's run_len; *mlen shrinks), or 0 with the message left as it was. */
+uint32_t os_req_compact_runs(char *m, size_t n, size_t *mlen);
 /* A request that carries an operation inside a held lock: puts and
  * accumulates are acknowledged at the next flush, the rest wait for their
  * reply (rbytes fetched bytes scattered into rbuf). */

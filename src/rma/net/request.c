@@ -20,6 +20,15 @@ typedef struct {
     size_t cap;
 } reply_slot_t;
 
+/* A get that does not wait for its reply (os_req_post_get): where the bytes
+ * go, and the counter the next flush waits on. */
+typedef struct {
+    _Atomic int64_t *acks;
+    void *rbuf;
+    os_dtype_t *rtype; /* retained: the program may free its type before the flush */
+    size_t rcount, rbytes;
+} get_slot_t;
+
 void os_req_on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const void *data,
                      size_t dlen)
 {
@@ -31,6 +40,21 @@ void os_req_on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const
     memcpy(&copy, hdr, sizeof copy);
     const reply_hdr_t *r = &copy;
     OS_DEBUG("reply token %llx ack %d", (unsigned long long)r->token, r->ack);
+    if (r->ack == ACK_GET) {
+        get_slot_t *g = (get_slot_t *)(uintptr_t)r->token;
+        if (r->status)
+            os_log(1, "a get sent as a request failed at its target: %s",
+                   os_status_name((os_status_t)r->status));
+        else if (dlen == g->rbytes)
+            os_dtype_unpack(g->rbuf, g->rtype, g->rcount, data, dlen);
+        else
+            os_log(1, "a get's reply brought %zu bytes, not %zu", dlen, g->rbytes);
+        _Atomic int64_t *acks = g->acks;
+        os_dtype_release(g->rtype);
+        free(g);
+        atomic_fetch_sub_explicit(acks, 1, memory_order_release);
+        return;
+    }
     if (r->ack) {
         atomic_fetch_sub_explicit((_Atomic int64_t *)(uintptr_t)r->token, 1,
                                   memory_order_release);
@@ -92,11 +116,37 @@ os_status_t os_req_post_acked(os_win_t *w, int target, req_hdr_t *h, const void 
     h->win = w->id;
     h->src = w->rank;
     h->token = (uint64_t)(uintptr_t)&w->acks[target];
-    h->ack = 1;
+    h->ack = ACK_COUNT;
     atomic_fetch_add_explicit(&w->acks[target], 1, memory_order_relaxed);
     os_status_t st = req_send(w, target, h, data, dlen);
     if (st)
         atomic_fetch_sub_explicit(&w->acks[target], 1, memory_order_relaxed);
+    return st;
+}
+
+/* A get whose reply scatters the bytes into rbuf and decrements the target's
+ * ack counter, so that many can be in flight until the flush. */
+os_status_t os_req_post_get(os_win_t *w, int target, req_hdr_t *h, const void *data,
+                            size_t dlen, void *rbuf, os_dtype_t *rtype, size_t rcount,
+                            size_t rbytes)
+{
+    get_slot_t *g = malloc(sizeof *g);
+    if (!g)
+        return OS_ERR(OS_ERR_NOMEM, "a get's reply slot");
+    *g = (get_slot_t){ .acks = &w->acks[target], .rbuf = rbuf, .rtype = rtype,
+                       .rcount = rcount, .rbytes = rbytes };
+    os_dtype_retain(rtype);
+    h->win = w->id;
+    h->src = w->rank;
+    h->token = (uint64_t)(uintptr_t)g;
+    h->ack = ACK_GET;
+    atomic_fetch_add_explicit(&w->acks[target], 1, memory_order_relaxed);
+    os_status_t st = req_send(w, target, h, data, dlen);
+    if (st) {
+        atomic_fetch_sub_explicit(&w->acks[target], 1, memory_order_relaxed);
+        os_dtype_release(rtype);
+        free(g);
+    }
     return st;
 }
 
@@ -110,8 +160,36 @@ os_status_t os_req_post_noreply(os_win_t *w, int target, req_hdr_t *h)
 
 /* Runs of the target type, as offsets in the target's window (addresses for
  * dynamic windows), followed by the packed origin data. */
+/* Scattered operations (an indexed type of many single elements, RandomAccess's
+ * aggregated updates, strided transfers) send as many runs as elements: as
+ * offset and length pairs, 16 bytes of runs per 8-byte element. Over TCP
+ * the message's size is most of its cost, so runs of one length go as
+ * 4-byte offsets; the target expands them (serve.c). */
+enum { COMPACT_MIN_RUNS = 8 };
+
+uint32_t os_req_compact_runs(char *m, size_t n, size_t *mlen)
+{
+    const os_run_t *runs = (const os_run_t *)m;
+    if (n < COMPACT_MIN_RUNS || runs[0].len == 0 || runs[0].len > UINT32_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (runs[i].len != runs[0].len || runs[i].addr > UINT32_MAX)
+            return 0;
+    const uint32_t len = (uint32_t)runs[0].len;
+    const size_t rest = *mlen - n * sizeof(os_run_t);
+    /* In place, front to back: offset i goes to byte 4i, read from 16i. */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t off = (uint32_t)runs[i].addr;
+        memcpy(m + i * sizeof off, &off, sizeof off);
+    }
+    memmove(m + n * sizeof(uint32_t), m + n * sizeof(os_run_t), rest);
+    *mlen = n * sizeof(uint32_t) + rest;
+    return len;
+}
+
 os_status_t os_req_build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool with_data,
-                         char **msg, size_t *mlen, uint32_t *nruns, size_t *total)
+                         char **msg, size_t *mlen, uint32_t *nruns, uint32_t *run_len,
+                         size_t *total)
 {
     os_cursor_t tc;
     char *run;
@@ -139,6 +217,7 @@ os_status_t os_req_build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool w
     *msg = m;
     *mlen = size;
     *nruns = (uint32_t)n;
+    *run_len = w->flavor == OS_FLAVOR_DYNAMIC ? 0 : os_req_compact_runs(m, n, mlen);
     *total = bytes;
     return OS_OK;
 }

@@ -164,9 +164,13 @@ static os_status_t resolve(os_win_t *w, int target, const req_hdr_t *h, const os
  * (kept for a retry). */
 static bool serve_op_aligned(os_win_t *w, int target, void *reply, const req_hdr_t *h,
                              const char *data);
+static bool serve_compact(os_win_t *w, int target, void *reply, const req_hdr_t *h,
+                          const char *data, size_t dlen);
 static bool serve_op(os_win_t *w, int target, void *reply, const req_hdr_t *h, const char *data,
                      size_t dlen)
 {
+    if (h->run_len)
+        return serve_compact(w, target, reply, h, data, dlen);
     /* The network delivers bytes at any alignment; runs and elements are read
      * as 8-byte words and CPU atomics, so realign first when needed. */
     if (!((uintptr_t)data & 7))
@@ -182,9 +186,67 @@ static bool serve_op(os_win_t *w, int target, void *reply, const req_hdr_t *h, c
     return done;
 }
 
+/* Runs sent as 4-byte offsets of one length (os_req_compact_runs): expanded
+ * to offset and length pairs, aligned, for the rest of the server. A request
+ * kept for a retry keeps its compact form and is expanded again. */
+static bool serve_compact(os_win_t *w, int target, void *reply, const req_hdr_t *h,
+                          const char *data, size_t dlen)
+{
+    const size_t n = h->nruns, packed = n * sizeof(uint32_t);
+    if (dlen < packed) {
+        send_reply(reply, h, OS_ERR(OS_ERR_OTHER, "a request of %zu bytes from rank %d cannot "
+                                    "hold its %zu runs", dlen, h->src, n), NULL, 0);
+        return true;
+    }
+    const size_t rest = dlen - packed, size = n * sizeof(os_run_t) + rest;
+    char *full = malloc(size ? size : 1);
+    if (!full) {
+        send_reply(reply, h, OS_ERR(OS_ERR_NOMEM, "request of %zu bytes", size), NULL, 0);
+        return true;
+    }
+    os_run_t *runs = (os_run_t *)full;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t off;
+        memcpy(&off, data + i * sizeof off, sizeof off);
+        runs[i] = (os_run_t){ off, h->run_len };
+    }
+    memcpy(full + n * sizeof(os_run_t), data + packed, rest);
+    req_hdr_t x = *h;
+    x.run_len = 0;
+    bool done = serve_op_aligned(w, target, reply, &x, full);
+    free(full);
+    return done;
+}
+
 static bool serve_op_aligned(os_win_t *w, int target, void *reply, const req_hdr_t *h,
                              const char *data)
 {
+    /* Ends of epochs, served as data requests: in order behind this origin's
+     * operations of the epoch (origin.c, lock.c). */
+    if (h->kind == K_COMPLETE) {
+        atomic_fetch_add_explicit(&w->ctl[w->rank].pscw_done, 1, memory_order_release);
+        count_served(w);
+        send_reply(reply, h, OS_OK, NULL, 0);
+        return true;
+    }
+    if (h->kind == K_UNLOCK) {
+        if (h->op)
+            os_lock_release_excl(&w->ctl[w->rank].lock);
+        else
+            os_lock_release_shared(&w->ctl[w->rank].lock);
+        count_served(w);
+        send_reply(reply, h, OS_OK, NULL, 0);
+        return true;
+    }
+    if (h->kind == K_NET_RELEASE) {
+        /* Only origins that reach this process over TCP alone send it, and
+         * there every atomic on the word is a CPU atomic: UCX's emulation
+         * in this worker, or a node-mate's. */
+        atomic_fetch_add_explicit(w->netword, os_nl_release(h->op).value, memory_order_acq_rel);
+        count_served(w);
+        send_reply(reply, h, OS_OK, NULL, 0);
+        return true;
+    }
     const os_run_t *runs = (const os_run_t *)data;
     const char *odata = data + h->nruns * sizeof(os_run_t);
     size_t total = 0;
@@ -397,24 +459,11 @@ static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data
             return;
         }
         break;
-    case K_UNLOCK:
-        if (h->op)
-            os_lock_release_excl(&w->ctl[w->rank].lock);
-        else
-            os_lock_release_shared(&w->ctl[w->rank].lock);
-        count_served(w);
-        send_reply(reply, h, OS_OK, NULL, 0);
-        return;
     case K_POST:
         /* The target h->src posted an exposure epoch that includes us. */
         atomic_fetch_add_explicit(&w->post[(size_t)w->rank * w->post_stride + (size_t)h->src], 1,
                                   memory_order_release);
         count_served(w);
-        return;
-    case K_COMPLETE:
-        atomic_fetch_add_explicit(&w->ctl[w->rank].pscw_done, 1, memory_order_release);
-        count_served(w);
-        send_reply(reply, h, OS_OK, NULL, 0);
         return;
     default:
         serve_data(w, w->rank, reply, h, data, dlen);

@@ -61,6 +61,9 @@ void *os_ucx_rkey_ptr(void *rkey, uint64_t raddr);
 /* With ONESIDED_VERBOSE >= 1, the endpoint's lanes and protocols as UCX
  * chose them (ucp_ep_print_info), once per process. */
 void os_ucx_report_transports(int peer);
+/* Every transport UCX uses toward peer is TCP (no RDMA: its worker carries
+ * each put and get). */
+bool os_ucx_tcp_only(int peer);
 
 /* Operations in flight that the caller completes one by one (request-based
  * RMA): each put or get given one counts itself in `pending` until UCX
@@ -157,9 +160,14 @@ enum { OS_UCX_IDLE_US = 1000, OS_UCX_RETRY_US = 50, OS_UCX_LINGER_US = 30 };
  * with gaps of up to 10-20 while it serves a request); one MPI_Iprobe
  * between two stretches of computing is no loop, and the thread keeps
  * serving at once. The thread lingers after an event (OS_UCX_LINGER_US)
- * only where the host MPI did not poll within OS_UCX_APP_ACTIVE_US. */
+ * only where the host MPI did not poll within OS_UCX_APP_ACTIVE_US.
+ * Each nap's end costs a context switch on a core that a polling process
+ * holds: with naps of at most 200 us an 8-byte request across two hosts
+ * took 20-21 us against 16.5 without a progress thread; at most 1000 us,
+ * 16-18 (5000 gained nothing more). The price: a target that stops polling
+ * to compute may leave requests waiting until the current nap ends. */
 enum { OS_UCX_APP_ACTIVE_US = 1000, OS_UCX_HOST_GAP_US = 20, OS_UCX_HOST_STREAK = 8,
-       OS_UCX_HOST_LOOP_US = 100, OS_UCX_NAP_MIN_US = 20, OS_UCX_NAP_MAX_US = 200 };
+       OS_UCX_HOST_LOOP_US = 100, OS_UCX_NAP_MIN_US = 20, OS_UCX_NAP_MAX_US = 1000 };
 os_status_t os_ucx_progress_thread_start(void);
 bool os_ucx_progress_thread_running(void);
 /* True in the progress thread. */

@@ -389,6 +389,44 @@ void os_ucx_report_transports(int peer)
     free(text);
 }
 
+/* Whether every lane UCX chose toward peer is TCP. Then UCX has no RDMA
+ * there: the peer's worker reads each put, get and atomic off the socket and
+ * carries it out, like a request. UCX 1.13 has no query for an endpoint's
+ * transports (ucp_ep_query's came in 1.14), so this reads the lane table
+ * ucp_ep_print_info writes ("lane[0]:  2:tcp/eth0.0 md[1] -> ..."); a table
+ * it cannot read says no, which keeps UCX's own operations. */
+bool os_ucx_tcp_only(int peer)
+{
+    ucp_ep_h ep = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    int lanes = 0, tcp = 0;
+    if (endpoint(peer, &ep))
+        return false;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return false;
+    LOCK();
+    ucp_ep_print_info(ep, f);
+    UNLOCK();
+    fclose(f);
+    for (const char *l = text; l && (l = strstr(l, "lane[")); l++) {
+        const char *c = strstr(l, "]:");
+        if (!c)
+            break;
+        c += 2;
+        while (*c == ' ')
+            c++;
+        while (*c >= '0' && *c <= '9')
+            c++;
+        lanes++;
+        if (*c == ':' && !strncmp(c + 1, "tcp/", 4))
+            tcp++;
+    }
+    free(text);
+    return lanes > 0 && tcp == lanes;
+}
+
 /* -------------------------------------------------------- RDMA, atomics */
 
 static void rma_done(void *request, ucs_status_t status, void *user_data)

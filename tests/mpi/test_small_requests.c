@@ -1,0 +1,276 @@
+/* Small puts and gets to a target that UCX reaches over TCP alone travel as
+ * onesided requests (net/origin.c, onesided_remote_request_max), and the
+ * release of a network lock after them as one more request (net/lock.c).
+ * Every rank targets the next one, on another node:
+ *
+ *  - gets in flight together: a burst of gets of every size around the
+ *    threshold, contiguous and strided on both sides, some with an origin
+ *    type freed right after the call, all completed by one flush;
+ *  - puts likewise, read back by the target after a barrier;
+ *  - R* calls: MPI_Rput and MPI_Rget complete by MPI_Wait;
+ *  - mutual exclusion: every rank increments rank 0's counter by get, flush,
+ *    put under an exclusive lock; a release that overtook the put would
+ *    lose increments;
+ *  - an accumulate and a get scattered over many words (an indexed type:
+ *    requests whose runs travel as 4-byte offsets);
+ *  - onesided_remote_request_max=0 on a window turns the path off;
+ *  - which path ran: with --expect tcp (ONESIDED_UCX_TLS=tcp,self, or real
+ *    hosts over TCP) the counters remote_small_requests and (but for the
+ *    manager design) lock_release_by_request are non-zero, with --expect
+ *    none (shared memory between virtual nodes) zero.
+ */
+#include "common.h"
+
+#include <onesided.h>
+
+enum { WIN_BYTES = 1 << 16, BURST = 120, LOCK_ITERS = 150 };
+/* Around the default threshold (8192) and the element sizes in between. */
+static const int sizes[] = { 1, 8, 24, 1000, 4096, 8192, 8193, 20000 };
+enum { NSIZES = sizeof sizes / sizeof sizes[0] };
+
+static bool expect_tcp;
+
+static uint64_t stat_of(MPI_Win win, int s)
+{
+    onesided_win_stats_t st;
+    CHECK(onesided_win_get_stats(win, &st) == MPI_SUCCESS, "onesided_win_get_stats");
+    return st.counter[s];
+}
+
+static unsigned char pattern(int rank, int i, int salt)
+{
+    return (unsigned char)(rank * 131 + i * 7 + salt * 29 + (i >> 8));
+}
+
+static void fill_own(char *base, int salt)
+{
+    for (int i = 0; i < WIN_BYTES; i++)
+        base[i] = (char)pattern(t_rank, i, salt);
+}
+
+/* A burst of gets from the next rank, then one flush. Odd iterations read a
+ * strided target (every other 8-byte word) into a strided origin buffer
+ * whose type is freed before the flush. */
+static void test_get_burst(MPI_Win win, int salt)
+{
+    const int peer = (t_rank + 1) % t_size;
+    char **bufs = malloc(sizeof *bufs * BURST);
+    int *offs = malloc(sizeof *offs * BURST), *lens = malloc(sizeof *lens * BURST);
+    MPI_Win_lock_all(0, win);
+    for (int k = 0; k < BURST; k++) {
+        const int len = sizes[k % NSIZES], strided = k % 2 && len % 8 == 0 && len <= 8192;
+        const int span = strided ? 2 * len : len;
+        offs[k] = (k * 977) % (WIN_BYTES - span);
+        lens[k] = len;
+        bufs[k] = calloc(1, (size_t)span);
+        if (strided) {
+            MPI_Datatype vec;
+            MPI_Type_vector(len / 8, 8, 16, MPI_BYTE, &vec);
+            MPI_Type_commit(&vec);
+            MPI_Get(bufs[k], 1, vec, peer, offs[k], 1, vec, win);
+            MPI_Type_free(&vec); /* before the flush: the get keeps what it needs */
+            lens[k] = -len;
+        } else {
+            MPI_Get(bufs[k], len, MPI_BYTE, peer, offs[k], len, MPI_BYTE, win);
+        }
+    }
+    MPI_Win_flush(peer, win);
+    MPI_Win_unlock_all(win);
+    int bad = 0;
+    for (int k = 0; k < BURST && !bad; k++) {
+        const bool strided = lens[k] < 0;
+        const int len = strided ? -lens[k] : lens[k];
+        for (int i = 0; i < (strided ? 2 * len : len) && !bad; i++) {
+            const bool hole = strided && (i / 8) % 2;
+            const unsigned char want = hole ? 0 : pattern(peer, offs[k] + i, salt);
+            if ((unsigned char)bufs[k][i] != want) {
+                CHECK(0, "get %d (%d bytes%s at %d) byte %d: %u, expected %u", k, len,
+                      strided ? ", strided" : "", offs[k], i, (unsigned char)bufs[k][i], want);
+                bad = 1;
+            }
+        }
+    }
+    CHECK(!bad, "a burst of %d gets", BURST);
+    for (int k = 0; k < BURST; k++)
+        free(bufs[k]);
+    free(bufs);
+    free(offs);
+    free(lens);
+}
+
+/* A burst of puts of every size into disjoint slices of the next rank's
+ * window, one flush; the target checks after a barrier. */
+static void test_put_burst(MPI_Win win, char *base, int salt)
+{
+    const int peer = (t_rank + 1) % t_size, from = (t_rank + t_size - 1) % t_size;
+    char *src = malloc(WIN_BYTES);
+    for (int i = 0; i < WIN_BYTES; i++)
+        src[i] = (char)pattern(t_rank, i, salt + 1);
+    memset(base, 0, WIN_BYTES);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock_all(0, win);
+    int off = 0;
+    for (int k = 0; off + sizes[k % NSIZES] <= WIN_BYTES; k++) {
+        const int len = sizes[k % NSIZES];
+        MPI_Put(src + off, len, MPI_BYTE, peer, off, len, MPI_BYTE, win);
+        off += len;
+    }
+    MPI_Win_flush(peer, win);
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t_rank, 0, win);
+    int bad = -1;
+    for (int i = 0; i < off && bad < 0; i++)
+        if ((unsigned char)base[i] != pattern(from, i, salt + 1))
+            bad = i;
+    MPI_Win_unlock(t_rank, win);
+    MPI_Barrier(MPI_COMM_WORLD); /* before the next test writes here */
+    CHECK(bad < 0, "put burst: byte %d is %u, expected %u", bad,
+          bad < 0 ? 0 : (unsigned char)base[bad], bad < 0 ? 0 : pattern(from, bad, salt + 1));
+    free(src);
+}
+
+/* MPI_Rput and MPI_Rget complete by MPI_Wait inside a lock_all epoch. */
+static void test_request_calls(MPI_Win win)
+{
+    const int peer = (t_rank + 1) % t_size;
+    int64_t out[4] = { t_rank * 10 + 1, t_rank * 10 + 2, t_rank * 10 + 3, t_rank * 10 + 4 };
+    int64_t in[4] = { 0 };
+    MPI_Request r;
+    MPI_Win_lock_all(0, win);
+    MPI_Rput(out, 4, MPI_INT64_T, peer, 64, 4, MPI_INT64_T, win, &r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    MPI_Win_flush(peer, win);
+    MPI_Rget(in, 4, MPI_INT64_T, peer, 64, 4, MPI_INT64_T, win, &r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    MPI_Win_unlock_all(win);
+    CHECK(!memcmp(in, out, sizeof in), "MPI_Rget after MPI_Rput: %lld %lld %lld %lld",
+          (long long)in[0], (long long)in[1], (long long)in[2], (long long)in[3]);
+}
+
+/* Read, increment, write rank 0's counter under an exclusive lock. */
+static void test_exclusive_counter(MPI_Win win, int64_t *base)
+{
+    if (t_rank == 0)
+        base[0] = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < LOCK_ITERS; i++) {
+        int64_t v = -1;
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+        MPI_Get(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, win);
+        MPI_Win_flush(0, win);
+        v++;
+        MPI_Put(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, win);
+        MPI_Win_unlock(0, win);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == 0) {
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+        const int64_t total = base[0];
+        MPI_Win_unlock(0, win);
+        CHECK(total == (int64_t)t_size * LOCK_ITERS,
+              "exclusive counter %lld, expected %lld (a release overtook its epoch)",
+              (long long)total, (long long)t_size * LOCK_ITERS);
+    }
+}
+
+/* An accumulate scattered over many words of the next rank (an indexed
+ * type of single elements: runs of one length, sent as 4-byte offsets),
+ * then a get of the same words through the same type. */
+static void test_scattered(MPI_Win win, int64_t *base)
+{
+    enum { N = 300, FIRST = 1024 }; /* words */
+    const int peer = (t_rank + 1) % t_size, from = (t_rank + t_size - 1) % t_size;
+    int disp[N];
+    int64_t add[N], got[N];
+    for (int i = 0; i < N; i++) {
+        disp[i] = FIRST + (i * 7919) % (WIN_BYTES / 8 - FIRST);
+        add[i] = (int64_t)(t_rank + 1) * 1000 + i;
+    }
+    for (int i = 0; i < WIN_BYTES / 8; i++)
+        base[i] = 5;
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Datatype tt;
+    MPI_Type_create_indexed_block(N, 1, disp, MPI_INT64_T, &tt);
+    MPI_Type_commit(&tt);
+    MPI_Win_lock_all(0, win);
+    MPI_Accumulate(add, N, MPI_INT64_T, peer, 0, 1, tt, MPI_SUM, win);
+    MPI_Win_flush(peer, win);
+    MPI_Get(got, N, MPI_INT64_T, peer, 0, 1, tt, win);
+    MPI_Win_flush(peer, win);
+    MPI_Win_unlock_all(win);
+    MPI_Type_free(&tt);
+    int bad = -1;
+    for (int i = 0; i < N && bad < 0; i++)
+        if (got[i] != 5 + add[i])
+            bad = i;
+    CHECK(bad < 0, "scattered get after accumulate: word %d is %lld, expected %lld", bad,
+          bad < 0 ? 0LL : (long long)got[bad], bad < 0 ? 0LL : (long long)(5 + add[bad]));
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t_rank, 0, win);
+    bad = -1;
+    for (int i = 0; i < N && bad < 0; i++) {
+        const int64_t want = 5 + (int64_t)(from + 1) * 1000 + i;
+        if (base[FIRST + (i * 7919) % (WIN_BYTES / 8 - FIRST)] != want)
+            bad = i;
+    }
+    MPI_Win_unlock(t_rank, win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(bad < 0, "scattered accumulate: word %d wrong at the target", bad);
+}
+
+static void run(int flavor, MPI_Info info, bool path_on)
+{
+    t_win_t tw = t_win_make(flavor, WIN_BYTES, info);
+    for (int salt = 0; salt < 2; salt++) {
+        fill_own(tw.base, salt);
+        MPI_Barrier(MPI_COMM_WORLD);
+        test_get_burst(tw.win, salt);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    test_put_burst(tw.win, tw.base, 5);
+    test_request_calls(tw.win);
+    test_exclusive_counter(tw.win, (int64_t *)tw.base);
+    test_scattered(tw.win, (int64_t *)tw.base);
+    const uint64_t small = stat_of(tw.win, ONESIDED_STAT_REMOTE_SMALL_REQUESTS);
+    const uint64_t release = stat_of(tw.win, ONESIDED_STAT_LOCK_RELEASE_BY_REQUEST);
+    if (expect_tcp && path_on) {
+        CHECK(small > 0, "%s: no put or get went as a request over TCP", flavor_name[flavor]);
+        /* Rank 0's own epochs on itself release its CPU lock; the manager
+         * design releases through its manager. */
+        const char *design = getenv("ONESIDED_LOCK");
+        if (t_rank != 0 && !(design && !strcmp(design, "manager")))
+            CHECK(release > 0, "%s: no lock release went behind the epoch's requests",
+                  flavor_name[flavor]);
+    } else {
+        CHECK(small == 0, "%s: %llu puts and gets went as requests %s", flavor_name[flavor],
+              (unsigned long long)small, path_on ? "off TCP" : "with the path off");
+        /* The release by request does not depend on the knob: over TCP it
+         * ends every epoch with no RDMA pending (one of atomics only). */
+        if (!expect_tcp)
+            CHECK(release == 0, "%s: %llu releases by request off TCP", flavor_name[flavor],
+                  (unsigned long long)release);
+    }
+    t_win_free(&tw);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(&argc, &argv);
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--expect"))
+            expect_tcp = !strcmp(argv[i + 1], "tcp");
+    if (!t_virtual_node_size()) {
+        if (t_rank == 0)
+            fprintf(stderr, "test_small_requests: needs several nodes (ONESIDED_NODE_SIZE)\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    run(F_ALLOCATE, MPI_INFO_NULL, true);
+    run(F_CREATE, MPI_INFO_NULL, true);
+    MPI_Info off;
+    MPI_Info_create(&off);
+    MPI_Info_set(off, "onesided_remote_request_max", "0");
+    run(F_ALLOCATE, off, false);
+    MPI_Info_free(&off);
+    return t_finish("test_small_requests");
+}
