@@ -54,13 +54,14 @@ cmake --build build-asan
 # The code paths the lock designs, TCP, nodes of 2, the matrix and the route
 # configurations change are those of the engine and transport, which the
 # runs kept here also execute (test_routes under the server and cooperative
-# routes covers forwarding and the node server);
+# routes covers forwarding and the node server; vnode_tcp_test_small_requests
+# the requests only TCP-only peers get);
 # the timed watchdog and fatal-abort runs add nothing under a sanitizer, and
 # the injected-fault runs preload a shim ASan would have to come before; the
 # 1000-window runs only repeat, slowly, the shell code every window runs.
 (cd build-asan && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --output-on-failure -E 'preload|randomaccess_detects|many_windows|matrix|vnode2|vnode_tcp|vnode_manager|vnode_network|torture_|busy_lock|watchdog|test_fatal|piggyback_(manager_(vnode2|tcp|off)|network)|direct_acc_vnode(2|_tcp|_network)|release_order_(hybrid|manager)|linalg|route_coop_(k2_g3|tcp|agg)|route_agg_no_timer|route_memory|route_(server_k2|coop_k1_g2)_test_([a-qs-z]|re)')
+    ctest --output-on-failure -E 'preload|randomaccess_detects|many_windows|matrix|vnode2|vnode_tcp_test_(ops|sync|datatypes|concurrency|host_progress)|ucx_atomics_vnode_tcp|vnode_manager|vnode_network|torture_|busy_lock|watchdog|test_fatal|piggyback_(manager_(vnode2|tcp|off)|network)|direct_acc_vnode(2|_tcp|_network)|release_order_(hybrid|manager)|linalg|route_coop_(k2_g3|tcp|agg)|route_agg_no_timer|route_memory|route_(server_k2|coop_k1_g2)_test_([a-qs-z]|re)')
 
 # Open MPI's front end (handles as pointers, info, errors, requests,
 # datatypes) under ASan: the programs whose paths differ by host, on one
