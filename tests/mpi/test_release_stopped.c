@@ -21,7 +21,10 @@
  *   2. Rank 1 locks shared and gets (stuck at rank 2), tells rank 0, and
  *      unlocks. Rank 0 then locks exclusively: not before rank 2 resumed.
  * A wrong order fails whatever the load; a slow machine can only hide it.
- * Every lock design; run by tests/across_hosts.sh. */
+ * Every lock design; run by tests/across_hosts.sh with
+ * ONESIDED_REMOTE_REQUEST_MAX=0: by default these puts and gets, small and
+ * over TCP, are requests the target applies itself (nothing then waits for
+ * the key owner, and the lock may be granted before it resumes). */
 #define _GNU_SOURCE
 #include "common.h"
 
