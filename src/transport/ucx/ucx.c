@@ -23,6 +23,8 @@ static struct {
     char *addrs;       /* every process's worker address */
     size_t *off, *len;
     ucp_ep_h *eps;     /* created on first use */
+    _Atomic int8_t *tcp_only; /* per peer, os_ucx_tcp_only's answer: 0 not asked, 1 yes,
+                               * -1 no (windows of several threads may ask at once) */
     /* Every call into the worker, the context, endpoints, keys and requests
      * holds it (recursive: active-message handlers send under it). */
     pthread_mutex_t lock;
@@ -129,7 +131,8 @@ os_status_t os_ucx_set_peers(int n, const char *addrs, const size_t *off, const 
     U.off = malloc(sizeof *U.off * (size_t)n);
     U.len = malloc(sizeof *U.len * (size_t)n);
     U.eps = calloc((size_t)n, sizeof *U.eps);
-    if (!U.addrs || !U.off || !U.len || !U.eps)
+    U.tcp_only = calloc((size_t)n, sizeof *U.tcp_only);
+    if (!U.addrs || !U.off || !U.len || !U.eps || !U.tcp_only)
         return OS_ERR(OS_ERR_NOMEM, "address table of %d processes", n);
     memcpy(U.addrs, addrs, total);
     memcpy(U.off, off, sizeof *off * (size_t)n);
@@ -267,6 +270,8 @@ void os_ucx_finalize(void)
     free(U.off);
     free(U.len);
     free(U.eps);
+    free((void *)U.tcp_only);
+    U.tcp_only = NULL;
     U.worker = NULL;
     U.ctx = NULL;
     U.npeers = 0;
@@ -394,15 +399,19 @@ void os_ucx_report_transports(int peer)
  * carries it out, like a request. UCX 1.13 has no query for an endpoint's
  * transports (ucp_ep_query's came in 1.14), so this reads the lane table
  * ucp_ep_print_info writes ("lane[0]:  2:tcp/eth0.0 md[1] -> ..."); a table
- * it cannot read says no, which keeps UCX's own operations. */
+ * it cannot read says no, which keeps UCX's own operations. Asked once per
+ * peer (the lanes of an endpoint do not change). */
 bool os_ucx_tcp_only(int peer)
 {
     ucp_ep_h ep = NULL;
     char *text = NULL;
     size_t len = 0;
     int lanes = 0, tcp = 0;
-    if (endpoint(peer, &ep))
+    if (peer < 0 || peer >= U.npeers || endpoint(peer, &ep))
         return false;
+    const int8_t known = atomic_load_explicit(&U.tcp_only[peer], memory_order_relaxed);
+    if (known)
+        return known > 0;
     FILE *f = open_memstream(&text, &len);
     if (!f)
         return false;
@@ -424,7 +433,9 @@ bool os_ucx_tcp_only(int peer)
             tcp++;
     }
     free(text);
-    return lanes > 0 && tcp == lanes;
+    const bool yes = lanes > 0 && tcp == lanes;
+    atomic_store_explicit(&U.tcp_only[peer], yes ? 1 : -1, memory_order_relaxed);
+    return yes;
 }
 
 /* -------------------------------------------------------- RDMA, atomics */
