@@ -198,9 +198,9 @@ typedef enum {
     ONESIDED_STAT_ACC_MAPPED,       /* accumulate-kind calls of several elements to another node's
                                        memory that UCX maps here (a virtual node of this host),
                                        applied with this process's CPU atomics */
-    ONESIDED_STAT_REMOTE_SMALL_REQUESTS, /* puts and gets to another node that UCX reaches only
-                                       over TCP, sent as requests the target applies (one round
-                                       trip, not UCX's two; onesided_remote_request_max) */
+    ONESIDED_STAT_REMOTE_SMALL_REQUESTS, /* small puts and gets, and accumulate-kind calls, to
+                                       another node that UCX reaches only over TCP, sent as
+                                       requests the target applies (onesided_remote_request_max) */
     ONESIDED_STAT_LOCK_RELEASE_BY_REQUEST, /* network lock releases sent behind the epoch's
                                        requests, applied by the target in order */
     ONESIDED_STAT_COUNT

@@ -85,11 +85,15 @@ fi
 # 2. The inter-node programs, on 2 hosts (2 ranks each) and 3 hosts (1 each).
 two=(-hosts os-h1,os-h2 -n 4 -ppn 2)
 three=(-hosts os-h1,os-h2,os-h3 -n 3 -ppn 1)
-for p in test_ops test_sync test_concurrency test_threads test_dynamic test_direct_acc \
+for p in test_ops test_sync test_concurrency test_threads test_dynamic \
          test_coalesce test_errors test_windows test_release_order test_ucx_atomics \
          test_busy_lock test_lock_piggyback; do
     job "h2_$p" 300 -- "${two[@]}" "$tests/$p"; judge "h2_$p" $?
 done
+# Direct accumulates (network atomics): over TCP accumulates go as requests
+# by default (the other programs run that path), forced here.
+job h2_test_direct_acc 300 ONESIDED_REMOTE_REQUEST_MAX=0 -- "${two[@]}" "$tests/test_direct_acc"
+judge h2_test_direct_acc $?
 job h2_test_lock_piggyback_manager 300 ONESIDED_LOCK=manager -- "${two[@]}" "$tests/test_lock_piggyback"
 judge h2_test_lock_piggyback_manager $?
 for cfg in "hybrid ONESIDED_LOCK_POLICY=random" "network" "manager"; do

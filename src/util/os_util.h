@@ -179,9 +179,11 @@ void os_log_set_rank(int rank);
       "8192",                                                                                  \
       "Target on another node that UCX reaches only over TCP (its worker carries every put "   \
       "and get, which then costs a put and a flush round trip): puts and gets of at most this " \
-      "many bytes go as onesided requests instead, one message each way (stat "                \
-      "remote_small_requests). Not on RDMA hardware or shared memory, where UCX needs no "     \
-      "help from the target. 0 = always UCX.")                                                 \
+      "many bytes go as onesided requests instead, one message each way, and so do "          \
+      "accumulates, fetch_and_op and compare_and_swap, whose results come with the reply by "  \
+      "the next flush (stat remote_small_requests). Not on RDMA hardware or shared memory, "   \
+      "where UCX needs no help from the target. 0 = always UCX (puts, gets, network "          \
+      "atomics).")                                                                             \
     X(route, int, "ONESIDED_ROUTE", "onesided_route", "direct",                               \
       "How requests between nodes (what the target's CPU must do: accumulates without a "     \
       "network atomic, non-contiguous or dynamic-window transfers, lock-manager requests, "   \

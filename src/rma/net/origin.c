@@ -92,6 +92,21 @@ static bool small_by_request(os_win_t *w, const os_rma_op_t *op)
     return true;
 }
 
+/* The same target: an accumulate-kind call goes as a request too, not as
+ * the network atomic UCX would emulate there (one round trip either way, and
+ * the same CPU atomics at the target). A request need not be waited for in
+ * the call: a fetching one returns its result with its reply, by the next
+ * flush, unlock or complete (MPI makes the result defined only then), and
+ * those then send their own request right behind it. An epoch of one
+ * fetch_and_op costs one round trip instead of two. */
+static bool atomic_by_request(os_win_t *w, const os_rma_op_t *op)
+{
+    if (!w->peers[op->target].tcp_only || w->cfg.remote_request_max <= 0)
+        return false;
+    OS_STAT(w, REMOTE_SMALL_REQUESTS, 1);
+    return true;
+}
+
 /* ------------------------------------------------------ direct accumulate */
 
 /* The network atomic that carries out a one-element accumulate (paper 001),
@@ -268,7 +283,7 @@ os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
     }
     if (op->kind >= OS_RMA_ACC) {
         const char *addr = op->ttype->nblocks ? taddr + op->ttype->blocks[0].disp : taddr;
-        int amo = dynamic || keep ? -1 : direct_amo(w, op, addr);
+        int amo = dynamic || keep || atomic_by_request(w, op) ? -1 : direct_amo(w, op, addr);
         if (amo >= 0)
             return direct_acc(w, op, amo, addr);
         bool done = false;
@@ -320,7 +335,7 @@ os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
         os_kept_keep(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, rbuf ? total : 0);
         return OS_OK;
     }
-    if (h.kind == K_GET && !dynamic && !op->request)
+    if (rbuf && !dynamic && !op->request && (h.kind == K_GET || w->peers[op->target].tcp_only))
         st = os_req_post_get(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, total);
     else
         st = os_req_send_op(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, rbuf ? total : 0);
