@@ -101,7 +101,11 @@ static bool small_by_request(os_win_t *w, const os_rma_op_t *op)
  * fetch_and_op costs one round trip instead of two. */
 static bool atomic_by_request(os_win_t *w, const os_rma_op_t *op)
 {
-    if (!w->peers[op->target].tcp_only || w->cfg.remote_request_max <= 0)
+    /* Not on another route: its hops cost more than the one round trip of
+     * UCX's atomic, which goes direct (puts and gets do travel the route:
+     * a strided one is one request there, against a UCX put per block). */
+    if (!w->peers[op->target].tcp_only || w->cfg.remote_request_max <= 0 ||
+        w->route != OS_ROUTE_DIRECT)
         return false;
     OS_STAT(w, REMOTE_SMALL_REQUESTS, 1);
     return true;
@@ -335,7 +339,8 @@ os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
         os_kept_keep(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, rbuf ? total : 0);
         return OS_OK;
     }
-    if (rbuf && !dynamic && !op->request && (h.kind == K_GET || w->peers[op->target].tcp_only))
+    if (rbuf && !dynamic && !op->request &&
+        (h.kind == K_GET || (w->peers[op->target].tcp_only && w->route == OS_ROUTE_DIRECT)))
         st = os_req_post_get(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, total);
     else
         st = os_req_send_op(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, rbuf ? total : 0);

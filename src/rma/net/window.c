@@ -173,10 +173,10 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
          * RDMA hardware between real hosts the count says emulated. */
         p->ucx_map = !st && all[r].zero_copy ? os_ucx_rkey_ptr(p->rkey, all[r].base) : NULL;
         p->zero_copy = p->ucx_map != NULL;
-        /* Requests only on the direct route: another route's hops cost
-         * more than UCX's second round trip. */
-        p->tcp_only = !st && w->route == OS_ROUTE_DIRECT && os_ucx_tcp_only(p->rdma_world) &&
-                      (p->rdma_world == p->world || os_ucx_tcp_only(p->world));
+        /* Asked of the key owner's endpoint, which exists already (the key
+         * was unpacked toward it): it shares the target's host, hence its
+         * transports, and a routed window opens no endpoint to the target. */
+        p->tcp_only = !st && os_ucx_tcp_only(p->rdma_world);
         os_ucx_report_transports(p->rdma_world);
     }
     if (!st && w->cfg.progress)
