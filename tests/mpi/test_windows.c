@@ -591,8 +591,9 @@ static void access_paths(void)
              * a direct accumulate (one network atomic), not a request; on
              * memory UCX allocated, the put and the atomic are zero-copy. */
             /* (Across real hosts, UCX over TCP reaches no memory without
-             * the target: the small put and the fetch-add go as requests
-             * there, onesided_remote_request_max.) */
+             * the target: the fetch-add under lock_all is emulated there,
+             * and the small put goes as a request,
+             * onesided_remote_request_max.) */
             const uint64_t zc = f == F_ALLOCATE && t_hosts == 1;
             const uint64_t tcp = t_hosts > 1;
             if (f == F_CREATE_BIG) {
@@ -600,8 +601,8 @@ static void access_paths(void)
                 continue; /* as F_CREATE: UCX emulates RDMA to memory it did not allocate */
             }
             if (t_virtual_node_size() == 1)
-                CHECK(rdma == zc && emulated == (tcp ? 0 : 2 * (1 - zc)) &&
-                          direct == 1 - tcp && am == 2 * tcp,
+                CHECK(rdma == zc && emulated == (tcp ? 1 : 2 * (1 - zc)) && direct == 1 &&
+                          am == tcp,
                       "virtual nodes of 1, flavor %d: rdma %llu emulated %llu direct %llu "
                       "am %llu", f, (unsigned long long)rdma, (unsigned long long)emulated,
                       (unsigned long long)direct, (unsigned long long)am);

@@ -95,17 +95,24 @@ static bool small_by_request(os_win_t *w, const os_rma_op_t *op)
 /* The same target: an accumulate-kind call goes as a request too, not as
  * the network atomic UCX would emulate there (one round trip either way, and
  * the same CPU atomics at the target). A request need not be waited for in
- * the call: a fetching one returns its result with its reply, by the next
- * flush, unlock or complete (MPI makes the result defined only then), and
- * those then send their own request right behind it. An epoch of one
- * fetch_and_op costs one round trip instead of two. */
+ * the call: a plain accumulate is acknowledged at the next flush, a
+ * fetching one returns its result with its reply (MPI makes the result
+ * defined only at the end of the epoch or a flush). Fetching ones go so
+ * only where the epoch ends with a request of its own that follows them
+ * (MPI_Win_complete, MPI_Win_unlock): an epoch of one fetch_and_op is then
+ * one round trip instead of two. Under lock_all or fence the flush is a
+ * round trip either way, and UCX's atomic was the leaner one (8-byte
+ * compare_and_swap with its flush across two hosts: 0.77-0.86 of native
+ * against 1.05-1.08 by request). Not on another route: its hops cost more
+ * than the one round trip of UCX's atomic, which goes direct (puts and gets
+ * do travel the route: a strided one is one request there, against a UCX
+ * put per block). */
 static bool atomic_by_request(os_win_t *w, const os_rma_op_t *op)
 {
-    /* Not on another route: its hops cost more than the one round trip of
-     * UCX's atomic, which goes direct (puts and gets do travel the route:
-     * a strided one is one request there, against a UCX put per block). */
     if (!w->peers[op->target].tcp_only || w->cfg.remote_request_max <= 0 ||
         w->route != OS_ROUTE_DIRECT)
+        return false;
+    if (op->kind != OS_RMA_ACC && w->access != OS_ACCESS_PSCW && w->access != OS_ACCESS_LOCK)
         return false;
     OS_STAT(w, REMOTE_SMALL_REQUESTS, 1);
     return true;
