@@ -92,7 +92,8 @@ for p in test_ops test_sync test_concurrency test_threads test_dynamic \
 done
 # Direct accumulates (network atomics): over TCP accumulates go as requests
 # by default (the other programs run that path), forced here.
-job h2_test_direct_acc 300 ONESIDED_REMOTE_REQUEST_MAX=0 -- "${two[@]}" "$tests/test_direct_acc"
+job h2_test_direct_acc 300 ONESIDED_REMOTE_REQUEST_MAX=0 -- "${two[@]}" "$tests/test_direct_acc" \
+    --served-bulk yes
 judge h2_test_direct_acc $?
 job h2_test_lock_piggyback_manager 300 ONESIDED_LOCK=manager -- "${two[@]}" "$tests/test_lock_piggyback"
 judge h2_test_lock_piggyback_manager $?

@@ -492,6 +492,51 @@ os_status_t os_apply_cas(os_win_t *w, const os_rma_op_t *op, char *taddr)
     return st;
 }
 
+/* A large served accumulate in bulk, if everything that could change the
+ * same elements meanwhile can be excluded without waiting: the node's CPU
+ * atomics by the handshake of acc_bulk_enter (tried once: a served request
+ * must not wait), and on windows with direct accumulates the network
+ * atomics as well. Those are excluded only where all of them are emulated
+ * by this process's worker (amo_own_worker) and it holds the worker: an
+ * atomic that RDMA hardware carries out cannot be held off. True when
+ * applied. */
+static bool try_apply_bulk(os_win_t *w, int target, bool fetch, os_op_t op, os_basic_t basic,
+                           size_t esize, char *const *addr, const os_run_t *runs,
+                           uint32_t nruns, const char *odata, char *fdata)
+{
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < nruns; i++)
+        bytes += runs[i].len;
+    if (w->served_bulk_min <= 0 || bytes < (size_t)w->served_bulk_min)
+        return false;
+    const bool hold = w->cfg.acc_direct;
+    if (hold && (target != w->rank || !w->amo_own_worker || !os_ucx_worker_try_hold()))
+        return false;
+    bool done = false;
+    if (os_lock_try_excl(&w->ctl[target].acc_mutex)) {
+        atomic_store_explicit(&w->ctl[target].acc_bulk, 1, memory_order_seq_cst);
+        bool quiet = true;
+        for (int r = 0; r < w->nranks && quiet; r++)
+            quiet = !atomic_load_explicit(&w->ctl[r].acc_active, memory_order_seq_cst);
+        if (quiet) {
+            size_t pos = 0;
+            for (uint32_t i = 0; i < nruns; pos += runs[i].len, i++) {
+                if (fetch)
+                    memcpy(fdata + pos, addr[i], runs[i].len);
+                if (odata && op != OS_OP_NO_OP)
+                    os_reduce(op, basic, esize, addr[i], odata + pos, runs[i].len / esize);
+            }
+            OS_STAT(w, ACC_BULK_ELEMS, bytes / esize);
+            done = true;
+        }
+        atomic_store_explicit(&w->ctl[target].acc_bulk, 0, memory_order_release);
+        os_lock_release_excl(&w->ctl[target].acc_mutex);
+    }
+    if (hold)
+        os_ucx_worker_release();
+    return done;
+}
+
 bool os_acc_try_apply(os_win_t *w, int target, bool cas, bool fetch, os_op_t op,
                       os_basic_t basic, size_t esize, char *const *addr, const os_run_t *runs,
                       uint32_t nruns, const char *odata, char *fdata, const char *compare)
@@ -501,6 +546,9 @@ bool os_acc_try_apply(os_win_t *w, int target, bool cas, bool fetch, os_op_t op,
     bool mutex = w->peers[target].acc_mutex_always;
     for (uint32_t i = 0; i < nruns && !mutex; i++)
         mutex = !os_reduce_atomic_ok(esize, addr[i]) || (runs[i].len % esize);
+    if (!mutex && !cas &&
+        try_apply_bulk(w, target, fetch, op, basic, esize, addr, runs, nruns, odata, fdata))
+        return true;
     if (mutex ? !os_lock_try_excl(&w->ctl[target].acc_mutex)
               : !os_acc_atomic_try_enter(w, target))
         return false;

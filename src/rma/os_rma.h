@@ -337,6 +337,11 @@ typedef struct os_win {
     _Atomic int64_t *acks;   /* [nranks] accumulates sent and not yet acknowledged */
     _Atomic uint64_t served, served_thread, served_in_host, deferred; /* requests served as a target */
     int route;               /* os_route_t of its requests (net/forward.c) */
+    int served_bulk_min;     /* accumulate requests served here of at least this many bytes
+                              * may combine in bulk (os_acc_try_apply); 0 = never */
+    bool amo_own_worker;     /* every network atomic on this process's memory is emulated
+                              * by its own worker: the key is its own, and every endpoint
+                              * of the window is TCP alone */
     os_hmap_t node_mates;    /* world rank + 1 -> window rank + 1 of the processes whose
                               * memory this one maps: its node server applies for them */
     /* passive-target locks of a window spanning nodes (net/lock.c) */

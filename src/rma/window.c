@@ -306,7 +306,10 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     /* Direct accumulates change target memory with network atomics, which
      * cannot take part in the bulk accumulate's handshake (ops.c): on a
      * window that has them, every accumulate stays one atomic per element.
-     * Dynamic windows have no keys: their accumulates are requests. */
+     * Dynamic windows have no keys: their accumulates are requests. The
+     * target serving those requests may still combine in bulk where it can
+     * exclude the network atomics too (net/window.c decides). */
+    w->served_bulk_min = w->cfg.acc_bulk_min;
     if (w->multinode && w->cfg.acc_direct && flavor != OS_FLAVOR_DYNAMIC)
         w->cfg.acc_bulk_min = 0;
     else

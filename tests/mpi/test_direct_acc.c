@@ -21,6 +21,11 @@
  *  - accumulates of several elements to memory UCX maps here (another
  *    virtual node of this host) are applied with this process's CPU atomics,
  *    exactly, beside the target's own.
+ *  - served in bulk: large accumulates from other nodes, which the target
+ *    applies as requests, race with everybody's Fetch_and_op on the same
+ *    counter. The target combines them in bulk only where it can hold off
+ *    every network atomic (all of them emulated by its own worker: TCP
+ *    alone); `--served-bulk yes|no` says which this run must show.
  */
 #include "common.h"
 
@@ -51,19 +56,20 @@ static MPI_Info info_of(const char *key, const char *value)
     return info;
 }
 
-/* Every rank adds 1 to rank 0's counter ITERS times with Fetch_and_op while
- * rank 0 also adds 1 to BULK_ELEMS elements starting at the counter every
- * BULK_EVERY iterations (a bulk accumulate on a window without direct ones). */
-static void test_mixed_paths(int flavor)
+/* Every rank adds 1 to rank 0's counter `iters` times with Fetch_and_op
+ * while the ranks for which `bulks` is true also add 1 to BULK_ELEMS
+ * elements starting at the counter every BULK_EVERY iterations; rank 0
+ * checks the totals. Returns the window, for the caller's path checks. */
+static t_win_t race_on_counter(int flavor, int iters, bool (*bulks)(int rank), const char *what)
 {
     t_win_t tw = t_win_make(flavor, (MPI_Aint)sizeof(int64_t) * BULK_ELEMS, MPI_INFO_NULL);
     int64_t one = 1, old, *ones = malloc(sizeof(int64_t) * BULK_ELEMS);
     for (int i = 0; i < BULK_ELEMS; i++)
         ones[i] = 1;
     MPI_Win_lock_all(0, tw.win);
-    for (int i = 0; i < ITERS; i++) {
+    for (int i = 0; i < iters; i++) {
         MPI_Fetch_and_op(&one, &old, MPI_INT64_T, 0, t_disp(&tw, 0, 0), MPI_SUM, tw.win);
-        if (t_rank == 0 && i % BULK_EVERY == 0)
+        if (bulks(t_rank) && i % BULK_EVERY == 0)
             MPI_Accumulate(ones, BULK_ELEMS, MPI_INT64_T, 0, t_disp(&tw, 0, 0), BULK_ELEMS,
                            MPI_INT64_T, MPI_SUM, tw.win);
         MPI_Win_flush(0, tw.win);
@@ -71,14 +77,37 @@ static void test_mixed_paths(int flavor)
     MPI_Win_unlock_all(tw.win);
     MPI_Barrier(MPI_COMM_WORLD);
     if (t_rank == 0) {
-        const int64_t bulks = (ITERS + BULK_EVERY - 1) / BULK_EVERY;
+        int nbulk = 0;
+        for (int r = 0; r < t_size; r++)
+            nbulk += bulks(r);
+        const int64_t b = (int64_t)nbulk * ((iters + BULK_EVERY - 1) / BULK_EVERY);
         const int64_t *v = (const int64_t *)tw.base;
-        CHECK(v[0] == (int64_t)t_size * ITERS + bulks,
-              "%s: counter %lld, expected %lld (updates lost between paths)",
-              flavor_name[flavor], (long long)v[0], (long long)t_size * ITERS + bulks);
-        CHECK(v[BULK_ELEMS - 1] == bulks, "%s: last element %lld, expected %lld",
-              flavor_name[flavor], (long long)v[BULK_ELEMS - 1], (long long)bulks);
+        CHECK(v[0] == (int64_t)t_size * iters + b,
+              "%s, %s: counter %lld, expected %lld (updates lost between paths)",
+              flavor_name[flavor], what, (long long)v[0], (long long)t_size * iters + b);
+        CHECK(v[BULK_ELEMS - 1] == b, "%s, %s: last element %lld, expected %lld",
+              flavor_name[flavor], what, (long long)v[BULK_ELEMS - 1], (long long)b);
     }
+    free(ones);
+    return tw;
+}
+
+static bool is_rank0(int rank)
+{
+    return rank == 0;
+}
+
+static bool off_rank0_node(int rank)
+{
+    const int k = t_virtual_node_size();
+    return k > 0 && rank / k != 0;
+}
+
+/* Rank 0 runs the large accumulates on its own memory (a bulk accumulate
+ * on a window without direct ones). */
+static void test_mixed_paths(int flavor)
+{
+    t_win_t tw = race_on_counter(flavor, ITERS, is_rank0, "owner's accumulates");
     if (t_rank == 0) {
         uint64_t bulk = stat_of(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
         if (has_remote_target())
@@ -94,7 +123,26 @@ static void test_mixed_paths(int flavor)
                   "rank %d on another node than rank 0: %llu direct accumulates, expected %d",
                   t_rank, (unsigned long long)stat_of(tw.win, ONESIDED_STAT_ACC_DIRECT), ITERS);
     }
-    free(ones);
+    t_win_free(&tw);
+}
+
+/* The ranks on other nodes than rank 0 run the large accumulates, which
+ * rank 0 serves as requests. expect: 1 = rank 0 must have served some in
+ * bulk, 0 = none, -1 = either. */
+static void test_served_bulk(int flavor, int expect)
+{
+    if (!has_remote_target())
+        return;
+    t_win_t tw = race_on_counter(flavor, ITERS / 2, off_rank0_node, "served accumulates");
+    if (t_rank == 0) {
+        const uint64_t bulk = stat_of(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
+        if (expect == 1)
+            CHECK(bulk > 0, "%s: no served accumulate combined in bulk over TCP alone",
+                  flavor_name[flavor]);
+        else if (expect == 0)
+            CHECK(bulk == 0, "%s: %llu elements combined in bulk where network atomics may "
+                  "bypass the worker", flavor_name[flavor], (unsigned long long)bulk);
+    }
     t_win_free(&tw);
 }
 
@@ -365,6 +413,12 @@ static void test_in_place(void)
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
+    int served_bulk = -1;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--served-bulk"))
+            served_bulk = !strcmp(argv[i + 1], "yes");
+    test_served_bulk(F_ALLOCATE, served_bulk);
+    test_served_bulk(F_ALLOCMEM, served_bulk);
     test_mixed_paths(F_ALLOCATE);
     test_mixed_paths(F_ALLOCMEM);
     test_cas_counter();

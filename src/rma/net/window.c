@@ -20,6 +20,7 @@ typedef struct {
     int32_t word_key_len;
     int32_t rdma_world; /* whose endpoint reaches the memory */
     int32_t zero_copy;
+    int32_t tcp_only;   /* every endpoint to another node is TCP alone */
 } remote_info_t;
 
 /* Allocations of the window's remote state, and this process's lock word:
@@ -126,6 +127,13 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
 
     if ((st = memory_key(w, base, bytes, &me, &key)))
         return st;
+    /* Over TCP alone, UCX emulates network atomics in the worker of the
+     * key's owner. Asked of every endpoint here and agreed below: lanes are
+     * chosen at each end, so every process answers for its own. */
+    me.tcp_only = w->route == OS_ROUTE_DIRECT;
+    for (int r = 0; r < n && me.tcp_only; r++)
+        if (w->peers[r].access == OS_PEER_REMOTE)
+            me.tcp_only = os_ucx_tcp_only(w->peers[r].world);
     me.word = (uint64_t)(uintptr_t)w->netword;
     me.word_key_len = (int32_t)w->netreg.rkey_len;
     const int mylen = me.key_len + me.word_key_len;
@@ -152,6 +160,13 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
         goto out;
     }
     PMPI_Allgatherv(mykeys, mylen, MPI_BYTE, keys, lens, displs, MPI_BYTE, w->comm);
+    w->amo_own_worker = me.rdma_world == w->peers[w->rank].world;
+    for (int r = 0; r < n; r++)
+        w->amo_own_worker = w->amo_own_worker && all[r].tcp_only;
+    /* Served accumulates combine in bulk only where nothing but CPU
+     * atomics can touch the memory meanwhile (os_acc_try_apply). */
+    if (w->cfg.acc_direct && !w->amo_own_worker)
+        w->served_bulk_min = 0;
     for (int r = 0; r < n && !st; r++) {
         os_peer_t *p = &w->peers[r];
         w->nl_addr[r] = all[r].word;

@@ -98,6 +98,11 @@ os_status_t os_ucx_atomic_post(int peer, int op, size_t size, uint64_t value, ui
 /* Operations issued after it reach their targets after those issued
  * before it (to any peer). */
 void os_ucx_fence(void);
+/* Hold the worker, if no other thread progresses it now (the holder may be
+ * this thread, inside a handler): while held, no atomic that UCX emulates
+ * in this worker (every network atomic over TCP) changes memory. */
+bool os_ucx_worker_try_hold(void);
+void os_ucx_worker_release(void);
 /* Remote completion of everything issued to `peer` (all peers when peer < 0). */
 os_status_t os_ucx_flush(int peer);
 
