@@ -718,7 +718,7 @@ def main():
                   "--csv", os.path.join(a.out, "ghost_exchange.csv")), None))
     for fl in ["allocate", "create"]:
         steps.append((f"randomaccess-{fl}", r.mpiexec(a.np, "randomaccess", "--log2-local", k, "--flavor", fl,
-                      "--csv", os.path.join(a.out, f"randomaccess-{fl}.csv")), fl))
+                      "--reps", reps, "--csv", os.path.join(a.out, f"randomaccess-{fl}.csv")), fl))
     steps = [(n, c, t, None) for n, c, t in steps]
     # The inter-node path: every rank its own virtual node.
     vn = {"ONESIDED_NODE_SIZE": "1"}
@@ -733,7 +733,7 @@ def main():
     steps.append(("rma_sweep-vnode1", r.mpiexec(2, "rma_sweep", "--reps", reps, "--scale", scale,
                   "--max-size", 32768 if smoke else 1 << 20,
                   "--csv", os.path.join(a.out, "rma_sweep-vnode1.csv")), "vnode1", vn))
-    steps.append(("randomaccess-vnode1", r.mpiexec(2, "randomaccess", "--log2-local", k,
+    steps.append(("randomaccess-vnode1", r.mpiexec(2, "randomaccess", "--log2-local", k, "--reps", reps,
                   "--csv", os.path.join(a.out, "randomaccess-vnode1.csv")), "vnode1", vn))
     # onesided's worker on TCP between virtual nodes, compared with MPICH's
     # own RMA on TCP too (else native keeps its shared memory). Open MPI 4.1
@@ -808,7 +808,7 @@ def main():
                   ["--reps", reps, "--scale", scale, "--max-size", 32768 if smoke else 1 << 20], "hosts2")
         for fl in ["allocate", "create"]:
             host_step(f"randomaccess-hosts2-{fl}", h2, 1, "randomaccess",
-                      ["--log2-local", min(k, 14), "--flavor", fl], "hosts2")
+                      ["--log2-local", min(k, 14), "--flavor", fl, "--reps", reps], "hosts2")
         host_step("busy_epochs-hosts2", h2, 1, "busy_epochs",
                   ["--epochs", 100 if smoke else 1000, "--compute", 0.5 if smoke else 3], "hosts2")
         if a.host == "openmpi":
