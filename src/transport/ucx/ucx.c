@@ -770,15 +770,23 @@ unsigned os_ucx_progress_for_host(void)
      * this one's. (Only application threads get here: the progress thread
      * never calls into the host MPI.) */
     static __thread unsigned streak;
-    static __thread uint64_t last_end;
+    static __thread uint64_t last_start, last_end;
     const uint64_t t = now_us();
     /* The gap is the time spent outside this function since the last
      * poll ended: a poll that itself took long (it received a megabyte
      * over TCP, or sent one) is no sign that the loop stopped. Measured
      * from start to start, such polls broke every streak during a large
      * transfer, and the progress thread then competed with this loop for
-     * the worker: 1 MB puts across hosts at 0.55 of native's bandwidth. */
-    streak = t - last_end < OS_UCX_HOST_GAP_US ? streak + 1 : 0;
+     * the worker: 1 MB puts across hosts at 0.55 of native's bandwidth.
+     * Not where processes outnumber cores: there a long poll is more often
+     * one that lost its core midway, and the loop is as good as stopped
+     * (8 processes on 2 cores: lock/unlock through a node server 10-20 %
+     * slower when such polls kept the thread napping). */
+    streak = t - last_start < OS_UCX_HOST_GAP_US ||
+                     (!os_oversubscribed && t - last_end < OS_UCX_HOST_GAP_US)
+                 ? streak + 1
+                 : 0;
+    last_start = t;
     if (streak >= OS_UCX_HOST_STREAK)
         atomic_store_explicit(&U.host_loop_until_us, t + OS_UCX_HOST_LOOP_US,
                               memory_order_relaxed);
@@ -793,7 +801,7 @@ unsigned os_ucx_progress_for_host(void)
         UNLOCK();
     }
     last_end = now_us();
-    if (streak >= OS_UCX_HOST_STREAK && last_end > t + OS_UCX_HOST_GAP_US)
+    if (!os_oversubscribed && streak >= OS_UCX_HOST_STREAK && last_end > t + OS_UCX_HOST_GAP_US)
         atomic_store_explicit(&U.host_loop_until_us, last_end + OS_UCX_HOST_LOOP_US,
                               memory_order_relaxed);
     /* Every round, as os_ucx_progress: the progress thread stays off while
@@ -940,15 +948,21 @@ static void *progress_main(void *arg)
          * millisecond, sending a megabyte over TCP, the kernel delivering
          * it to the receiving socket in the same call; naps of 20 us then
          * took the core from it and from the peer, thousands of times a
-         * second: 1 MB puts across hosts at 0.78 of native's bandwidth.) */
+         * second: 1 MB puts across hosts at 0.78 of native's bandwidth.)
+         * Where processes outnumber cores the holder may have lost its core
+         * holding it: run the idle hook's retries and look again soon. */
+        unsigned n = 0;
         if (pthread_mutex_trylock(&U.lock)) {
-            nap(nap_us);
-            nap_us = nap_us * 2 > OS_UCX_NAP_MAX_US ? OS_UCX_NAP_MAX_US : nap_us * 2;
-            continue;
+            if (!os_oversubscribed) {
+                nap(nap_us);
+                nap_us = nap_us * 2 > OS_UCX_NAP_MAX_US ? OS_UCX_NAP_MAX_US : nap_us * 2;
+                continue;
+            }
+        } else {
+            nap_us = OS_UCX_NAP_MIN_US;
+            n = ucp_worker_progress(U.worker);
+            UNLOCK();
         }
-        nap_us = OS_UCX_NAP_MIN_US;
-        unsigned n = ucp_worker_progress(U.worker);
-        UNLOCK();
         const int wait_us = U.idle_hook ? U.idle_hook(n) : -1;
         const double now = os_now();
         if (n) {
