@@ -13,6 +13,10 @@
  *    lose increments;
  *  - an accumulate and a get scattered over many words (an indexed type:
  *    requests whose runs travel as 4-byte offsets);
+ *  - accumulates over the whole window (64 KiB and more of data: over TCP
+ *    they leave from the caller's buffer, os_ucx_am_send_wait), a burst of
+ *    them, exact at the target, the origin buffer rewritten between calls
+ *    as MPI allows after a flush;
  *  - onesided_remote_request_max=0 on a window turns the path off;
  *  - which path ran: with --expect tcp (ONESIDED_UCX_TLS=tcp,self, or real
  *    hosts over TCP) the counters remote_small_requests and (but for the
@@ -219,6 +223,39 @@ static void test_scattered(MPI_Win win, int64_t *base)
     CHECK(bad < 0, "scattered accumulate: word %d wrong at the target", bad);
 }
 
+static void test_large_accumulates(MPI_Win win, int64_t *base)
+{
+    enum { N = WIN_BYTES / 8, ROUNDS = 3, BURST_ACC = 4 };
+    const int peer = (t_rank + 1) % t_size, from = (t_rank + t_size - 1) % t_size;
+    int64_t *src = malloc(sizeof *src * N);
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t_rank, 0, win);
+    memset(base, 0, WIN_BYTES);
+    MPI_Win_unlock(t_rank, win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock_all(0, win);
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < N; i++)
+            src[i] = (int64_t)t_rank * 100000 + i + r;
+        for (int b = 0; b < BURST_ACC; b++)
+            MPI_Accumulate(src, N, MPI_INT64_T, peer, 0, N, MPI_INT64_T, MPI_SUM, win);
+        MPI_Win_flush(peer, win);
+    }
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int bad = 0;
+    MPI_Win_lock(MPI_LOCK_SHARED, t_rank, 0, win);
+    for (int i = 0; i < N; i++) {
+        int64_t want = 0;
+        for (int r = 0; r < ROUNDS; r++)
+            want += BURST_ACC * ((int64_t)from * 100000 + i + r);
+        bad += base[i] != want;
+    }
+    MPI_Win_unlock(t_rank, win);
+    CHECK(!bad, "%d of %d words wrong after whole-window accumulates", bad, (int)N);
+    free(src);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static void run(int flavor, MPI_Info info, bool path_on)
 {
     t_win_t tw = t_win_make(flavor, WIN_BYTES, info);
@@ -232,6 +269,7 @@ static void run(int flavor, MPI_Info info, bool path_on)
     test_request_calls(tw.win);
     test_exclusive_counter(tw.win, (int64_t *)tw.base);
     test_scattered(tw.win, (int64_t *)tw.base);
+    test_large_accumulates(tw.win, (int64_t *)tw.base);
     const uint64_t small = stat_of(tw.win, ONESIDED_STAT_REMOTE_SMALL_REQUESTS);
     const uint64_t release = stat_of(tw.win, ONESIDED_STAT_LOCK_RELEASE_BY_REQUEST);
     if (expect_tcp && path_on) {

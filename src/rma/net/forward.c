@@ -358,8 +358,12 @@ os_status_t os_fwd_send(os_route_t route, int agg_us, int dst, unsigned am, cons
     if (!R.ready)
         return OS_ERR(OS_ERR_OTHER, "the network path was not set up");
     if (route == OS_ROUTE_DIRECT) {
+        /* Only origins' requests come here, sent by a thread that holds
+         * none of this layer's locks: a large one may wait for UCX to have
+         * sent it from the caller's buffer (route_send's flush may not: it
+         * holds send_lock, which the idle hook takes). */
         os_fwd_note_peer(dst);
-        return os_ucx_am_send(dst, am, hdr, hlen, data, dlen);
+        return os_ucx_am_send_wait(dst, am, hdr, hlen, data, dlen);
     }
     return route_send(route, agg_us, dst, am, hdr, hlen, data, dlen);
 }

@@ -93,7 +93,9 @@ typedef struct {
  * ONESIDED_ROUTE is not direct. */
 os_status_t os_fwd_setup(int nprocs, int me, const int *server_of, const os_fwd_handlers_t *h);
 /* Send a request or reply to dst (world rank) along route; agg_us: how long
- * a forwarding server may hold it for a batch. */
+ * a forwarding server may hold it for a batch. On the direct route a large
+ * one may wait until it has left the caller's buffers (os_ucx_am_send_wait):
+ * callers hold none of this layer's locks. */
 os_status_t os_fwd_send(os_route_t route, int agg_us, int dst, unsigned am, const void *hdr,
                         size_t hlen, const void *data, size_t dlen);
 /* Answer a request on the path it came: a transport reply handle, or one
