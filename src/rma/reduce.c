@@ -290,7 +290,14 @@ void os_reduce(os_op_t op, os_basic_t basic, size_t esize, void *target, const v
 
 /* One element, one atomic read-modify-write. Integer ops that the CPU has as
  * a single instruction use it; everything else is a compare-and-swap loop
- * around the plain reduction applied to a private copy. */
+ * around the plain reduction applied to a private copy.
+ *
+ * Without a fetch the old value is not computed at all: x86 has no
+ * fetch-and-xor (or -and, -or) instruction, so a fetching form compiles to a
+ * load and a compare-and-swap loop, while the bare `lock xor` does one locked
+ * access. On scattered elements (RandomAccess) that is 35 against 23 ns per
+ * element, and 15 ns when the caller prefetches ahead (measured on this
+ * machine's CPU, 256 MB table, one thread). */
 #define ATOMIC_ELEM(W, UT)                                                                     \
     static void atomic_##W(os_op_t op, os_basic_t basic, void *tv, const void *ov, void *fv) \
     {                                                                                          \
@@ -298,6 +305,15 @@ void os_reduce(os_op_t op, os_basic_t basic, size_t esize, void *target, const v
         if (op != OS_OP_NO_OP) /* NO_OP ignores the origin, which may be NULL */               \
             memcpy(&o, ov, sizeof o);                                                          \
         bool is_int = basic >= OS_B_INT8 && basic <= OS_B_UINT64;                              \
+        if (!fv && is_int) {                                                                   \
+            switch (op) {                                                                      \
+            case OS_OP_SUM: (void)__atomic_add_fetch(t, o, __ATOMIC_ACQ_REL); return;         \
+            case OS_OP_BAND: (void)__atomic_and_fetch(t, o, __ATOMIC_ACQ_REL); return;        \
+            case OS_OP_BOR: (void)__atomic_or_fetch(t, o, __ATOMIC_ACQ_REL); return;          \
+            case OS_OP_BXOR: (void)__atomic_xor_fetch(t, o, __ATOMIC_ACQ_REL); return;        \
+            default: break;                                                                    \
+            }                                                                                  \
+        }                                                                                      \
         if (op == OS_OP_REPLACE) {                                                             \
             old = __atomic_exchange_n(t, o, __ATOMIC_ACQ_REL);                                 \
         } else if (op == OS_OP_NO_OP) {                                                        \

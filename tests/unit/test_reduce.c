@@ -118,6 +118,9 @@ static int64_t counter;
 static double fsum;
 static uint8_t byte_or;
 static int64_t maxv;
+static int32_t counter32;
+static uint64_t xor64;
+static uint16_t and16 = 0xffff;
 
 static void *hammer(void *arg)
 {
@@ -129,7 +132,18 @@ static void *hammer(void *arg)
         os_reduce_atomic(OS_OP_SUM, OS_B_DOUBLE, 8, &fsum, &half, NULL, 1);
         int64_t v = id * ROUNDS + i;
         os_reduce_atomic(OS_OP_MAX, OS_B_INT64, 8, &maxv, &v, NULL, 1);
+        /* The forms without a fetch (a bare locked instruction). */
+        int32_t one32 = 1;
+        os_reduce_atomic(OS_OP_SUM, OS_B_INT32, 4, &counter32, &one32, NULL, 1);
+        uint64_t flip = 0x0101010101010101ull << id;
+        os_reduce_atomic(OS_OP_BXOR, OS_B_UINT64, 8, &xor64, &flip, NULL, 1);
     }
+    /* One more flip for odd ids: their bits end set, even ids' end clear. */
+    uint64_t flip = 0x0101010101010101ull << id;
+    if (id % 2)
+        os_reduce_atomic(OS_OP_BXOR, OS_B_UINT64, 8, &xor64, &flip, NULL, 1);
+    uint16_t clear = (uint16_t)~(1u << id);
+    os_reduce_atomic(OS_OP_BAND, OS_B_UINT16, 2, &and16, &clear, NULL, 1);
     uint8_t bit = (uint8_t)(1u << id);
     os_reduce_atomic(OS_OP_BOR, OS_B_UINT8, 1, &byte_or, &bit, NULL, 1);
     return NULL;
@@ -146,6 +160,10 @@ static void test_atomic(void)
     CHECK(fsum == THREADS * ROUNDS * 0.5, "atomic float sum %f", fsum);
     CHECK(byte_or == 0x0f, "atomic bor %x", byte_or);
     CHECK(maxv == THREADS * ROUNDS - 1, "atomic max %lld", (long long)maxv);
+    CHECK(counter32 == THREADS * ROUNDS, "atomic sum without fetch %d", counter32);
+    CHECK(xor64 == 0x0a0a0a0a0a0a0a0aull, "atomic bxor without fetch %llx",
+          (unsigned long long)xor64);
+    CHECK(and16 == 0xfff0, "atomic band without fetch %x", and16);
     /* Fetch returns the previous values. */
     int32_t t[3] = { 1, 2, 3 }, o[3] = { 10, 20, 30 }, f[3];
     os_reduce_atomic(OS_OP_SUM, OS_B_INT32, 4, t, o, f, 3);
