@@ -203,6 +203,9 @@ typedef enum {
                                        requests the target applies (onesided_remote_request_max) */
     ONESIDED_STAT_LOCK_RELEASE_BY_REQUEST, /* network lock releases sent behind the epoch's
                                        requests, applied by the target in order */
+    ONESIDED_STAT_LOCK_MANAGER_FIRST, /* hybrid locks of a target reached over TCP alone that
+                                       asked its lock manager at once, its network word having
+                                       been parked at this origin's last lock */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -94,6 +94,8 @@ typedef struct {
     bool tcp_only;    /* REMOTE: UCX reaches the peer over TCP alone: its worker carries
                        * every put, get and atomic (net/origin.c sends small ones as
                        * requests, net/lock.c the lock release behind them) */
+    _Atomic bool lock_parked_seen; /* REMOTE, tcp_only: the last hybrid lock of this peer
+                                    * found its network word parked (net/lock.c) */
 } os_peer_t;
 
 /* Where [remote, remote + len) of a CMA peer's memory is mapped here, or

@@ -21,7 +21,12 @@
  *  - which path ran: with --expect tcp (ONESIDED_UCX_TLS=tcp,self, or real
  *    hosts over TCP) the counters remote_small_requests and (but for the
  *    manager design) lock_release_by_request are non-zero, with --expect
- *    none (shared memory between virtual nodes) zero.
+ *    none (shared memory between virtual nodes) zero. So is
+ *    lock_manager_first under the default hybrid design and history
+ *    policy: a window's first remote locks find the word parked (no
+ *    migration before a streak of remote requests), so each remote rank's
+ *    next lock asks the manager at once; the exclusive counter above proves
+ *    those locks still exclude each other and rank 0's own.
  */
 #include "common.h"
 
@@ -272,11 +277,20 @@ static void run(int flavor, MPI_Info info, bool path_on)
     test_large_accumulates(tw.win, (int64_t *)tw.base);
     const uint64_t small = stat_of(tw.win, ONESIDED_STAT_REMOTE_SMALL_REQUESTS);
     const uint64_t release = stat_of(tw.win, ONESIDED_STAT_LOCK_RELEASE_BY_REQUEST);
+    const uint64_t first = stat_of(tw.win, ONESIDED_STAT_LOCK_MANAGER_FIRST);
+    const char *design = getenv("ONESIDED_LOCK"), *policy = getenv("ONESIDED_LOCK_POLICY");
+    const bool hybrid_history = (!design || !strcmp(design, "hybrid")) &&
+                                (!policy || !strcmp(policy, "history"));
+    if (expect_tcp && hybrid_history && t_rank != 0)
+        CHECK(first > 0, "%s: no hybrid lock asked the manager first over TCP",
+              flavor_name[flavor]);
+    if (!expect_tcp)
+        CHECK(first == 0, "%s: %llu hybrid locks asked the manager first off TCP",
+              flavor_name[flavor], (unsigned long long)first);
     if (expect_tcp && path_on) {
         CHECK(small > 0, "%s: no put or get went as a request over TCP", flavor_name[flavor]);
         /* Rank 0's own epochs on itself release its CPU lock; the manager
          * design releases through its manager. */
-        const char *design = getenv("ONESIDED_LOCK");
         if (t_rank != 0 && !(design && !strcmp(design, "manager")))
             CHECK(release > 0, "%s: no lock release went behind the epoch's requests",
                   flavor_name[flavor]);

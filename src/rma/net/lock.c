@@ -11,7 +11,8 @@
 
 /* Paper 003 section 4.3, for the manager design toward another node:
  * MPI_Win_lock only notes the epoch (OS_HOLD_DEFERRED). The epoch's first
- * operation, when short, contiguous at the target and not an R* form, is
+ * operation, when short (its data; a target with holes sends its runs too)
+ * and not an R* form, is
  * built into its request and kept here; at unlock it goes with the lock
  * request as one K_LOCK_OP, which the target queues like a lock request,
  * applies once the lock is granted and answers with the result: one round
@@ -47,7 +48,7 @@ void os_kept_keep(os_win_t *w, int target, const req_hdr_t *h, char *msg, size_t
 bool os_kept_can_keep(const os_win_t *w, const os_rma_op_t *op)
 {
     return !op->request && w->flavor != OS_FLAVOR_DYNAMIC && !w->kept[op->target].msg &&
-           op->ttype->contig && op->tcount * op->ttype->size <= (size_t)w->cfg.lock_piggyback;
+           op->tcount * op->ttype->size <= (size_t)w->cfg.lock_piggyback;
 }
 
 static os_status_t manager_lock(os_win_t *w, int target, bool exclusive, bool hybrid,
@@ -267,19 +268,37 @@ os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive, bool *conten
             *how = OS_HOLD_CPU;
             return OS_OK;
         }
-        if ((st = net_lock(w, target, exclusive, &parked, contended)))
-            return st;
-        if (!parked) {
-            *how = OS_HOLD_NET;
-            return OS_OK;
+        /* Over TCP alone UCX emulates network atomics in the target's
+         * worker, so trying a parked word costs one round trip (exclusive)
+         * or two (shared: the add and its undo) before the manager is asked
+         * anyway. Where this origin's last lock found it parked, the manager
+         * is asked first: it answers "retry" when the word is open
+         * (os_hyb_request), which costs one wasted round trip when the lock
+         * has migrated since. With RDMA or shared memory the word's atomics
+         * need no target CPU and cost far less than the manager: always
+         * tried first there. */
+        os_peer_t *p = &w->peers[target];
+        const bool ask_first =
+            p->tcp_only && atomic_load_explicit(&p->lock_parked_seen, memory_order_relaxed);
+        if (!ask_first) {
+            if ((st = net_lock(w, target, exclusive, &parked, contended)))
+                return st;
+            if (!parked) {
+                *how = OS_HOLD_NET;
+                return OS_OK;
+            }
+        } else {
+            OS_STAT(w, LOCK_MANAGER_FIRST, 1);
         }
         if ((st = manager_lock(w, target, exclusive, true, &grant)))
             return st;
+        atomic_store_explicit(&p->lock_parked_seen, grant == GRANT_CPU, memory_order_relaxed);
         if (grant != GRANT_RETRY) {
             *how = grant == GRANT_NET ? OS_HOLD_NET : OS_HOLD_MANAGER;
             return OS_OK;
         }
-        *contended = true;
+        if (!ask_first)
+            *contended = true;
     }
 }
 
