@@ -17,6 +17,9 @@
  *    they leave from the caller's buffer, os_ucx_am_send_wait), a burst of
  *    them, exact at the target, the origin buffer rewritten between calls
  *    as MPI allows after a flush;
+ *  - everything again on a window with onesided_remote_request_max=8192,
+ *    where the larger sizes of the bursts take UCX's put and get instead
+ *    (fewer requests than under the default bound, 1 MiB);
  *  - onesided_remote_request_max=0 on a window turns the path off;
  *  - which path ran: with --expect tcp (ONESIDED_UCX_TLS=tcp,self, or real
  *    hosts over TCP) the counters remote_small_requests and (but for the
@@ -33,7 +36,8 @@
 #include <onesided.h>
 
 enum { WIN_BYTES = 1 << 16, BURST = 120, LOCK_ITERS = 150 };
-/* Around the default threshold (8192) and the element sizes in between. */
+/* Around the threshold the third run sets (8192: one size goes as a request,
+ * the next by UCX's put or get) and the element sizes in between. */
 static const int sizes[] = { 1, 8, 24, 1000, 4096, 8192, 8193, 20000 };
 enum { NSIZES = sizeof sizes / sizeof sizes[0] };
 
@@ -261,6 +265,9 @@ static void test_large_accumulates(MPI_Win win, int64_t *base)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* remote_small_requests of the last run */
+static uint64_t last_small;
+
 static void run(int flavor, MPI_Info info, bool path_on)
 {
     t_win_t tw = t_win_make(flavor, WIN_BYTES, info);
@@ -276,6 +283,7 @@ static void run(int flavor, MPI_Info info, bool path_on)
     test_scattered(tw.win, (int64_t *)tw.base);
     test_large_accumulates(tw.win, (int64_t *)tw.base);
     const uint64_t small = stat_of(tw.win, ONESIDED_STAT_REMOTE_SMALL_REQUESTS);
+    last_small = small;
     const uint64_t release = stat_of(tw.win, ONESIDED_STAT_LOCK_RELEASE_BY_REQUEST);
     const uint64_t first = stat_of(tw.win, ONESIDED_STAT_LOCK_MANAGER_FIRST);
     const char *design = getenv("ONESIDED_LOCK"), *policy = getenv("ONESIDED_LOCK_POLICY");
@@ -318,7 +326,20 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     run(F_ALLOCATE, MPI_INFO_NULL, true);
+    const uint64_t small_default = last_small;
     run(F_CREATE, MPI_INFO_NULL, true);
+    MPI_Info low;
+    MPI_Info_create(&low);
+    MPI_Info_set(low, "onesided_remote_request_max", "8192");
+    run(F_ALLOCATE, low, true);
+    MPI_Info_free(&low);
+    /* The same operations: under the default bound (1 MiB) the bursts'
+     * 8193- and 20000-byte puts and gets went as requests too. */
+    if (expect_tcp)
+        CHECK(small_default > last_small,
+              "%llu requests under the default bound, %llu under 8192: the default "
+              "should send the larger puts and gets as requests too",
+              (unsigned long long)small_default, (unsigned long long)last_small);
     MPI_Info off;
     MPI_Info_create(&off);
     MPI_Info_set(off, "onesided_remote_request_max", "0");

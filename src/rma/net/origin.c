@@ -81,12 +81,21 @@ static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
  * get's reply brings the bytes. Across two hosts that was 17 us against
  * UCX's 31 for an 8-byte put or get with its flush. Either way the target's
  * CPU does the work, so nothing one-sided is given up; on RDMA hardware and
- * shared memory UCX needs no help from the target and keeps them. R* gets
- * and dynamic windows take the request path of their own. */
+ * shared memory UCX needs no help from the target and keeps them. Large
+ * ones gain most: UCX streams its TCP puts and gets at a third of what its
+ * active messages reach (remote_request_max bounds the data buffered at
+ * each end). MPI_Rget is the exception above RGET_IN_CALL_MAX bytes: by
+ * request it waits for its reply inside the call, which for a large one
+ * would take away the overlap a program calls MPI_Rget for, while UCX's
+ * get completes at MPI_Test or MPI_Wait. Dynamic windows take the request
+ * path of their own. */
+enum { RGET_IN_CALL_MAX = 8192 };
+
 static bool small_by_request(os_win_t *w, const os_rma_op_t *op)
 {
-    if (!w->peers[op->target].tcp_only ||
-        op->tcount * op->ttype->size > (size_t)w->cfg.remote_request_max)
+    const size_t bytes = op->tcount * op->ttype->size;
+    if (!w->peers[op->target].tcp_only || bytes > (size_t)w->cfg.remote_request_max ||
+        (op->request && op->kind == OS_RMA_GET && bytes > RGET_IN_CALL_MAX))
         return false;
     OS_STAT(w, REMOTE_SMALL_REQUESTS, 1);
     return true;
