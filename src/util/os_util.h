@@ -178,12 +178,13 @@ void os_log_set_rank(int rank);
     X(remote_request_max, int, "ONESIDED_REMOTE_REQUEST_MAX", "onesided_remote_request_max",  \
       "1048576",                                                                               \
       "Target on another node that UCX reaches only over TCP (its worker carries every put "   \
-      "and get, which then costs a put and a flush round trip, and streams large ones at a "   \
-      "third of what its active messages reach): puts and gets of at most this many bytes "    \
-      "go as onesided requests instead, one message each way, and so do "                      \
+      "and get, which then costs a put and a flush round trip, and streams large puts at a "   \
+      "third of what its active messages reach): puts of at most this many bytes, and gets "   \
+      "of at most 8 KB, go as onesided requests instead, one message each way, and so do "     \
       "accumulates, fetch_and_op and compare_and_swap, whose results come with the reply by "  \
       "the next flush (stat remote_small_requests). A request's data is also buffered once "   \
-      "at each end while in flight, hence the bound. Not on RDMA hardware or shared memory, "  \
+      "at each end while in flight, hence the bound: larger contiguous puts go in requests "   \
+      "of this many bytes, others by UCX. Not on RDMA hardware or shared memory, "             \
       "where UCX needs no help from the target. 0 = always UCX (puts, gets, network "          \
       "atomics).")                                                                             \
     X(route, int, "ONESIDED_ROUTE", "onesided_route", "direct",                               \

@@ -73,32 +73,65 @@ static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
     return st;
 }
 
-/* A put or get small enough to travel as a request, to a target UCX reaches
- * over TCP alone. There UCX's put is a message the target's worker applies,
- * and the flush that completes it another round trip; its get is a request
+/* A put or get of at most remote_request_max bytes, to a target UCX
+ * reaches over TCP alone, travels as a request. There UCX's put is a
+ * message the target's worker applies, and the flush that completes it
+ * another round trip; its get is a request
  * and a reply, then the flush. A request of ours is one message each way:
  * the put is acknowledged (the next flush waits for the acknowledgement), the
  * get's reply brings the bytes. Across two hosts that was 17 us against
  * UCX's 31 for an 8-byte put or get with its flush. Either way the target's
  * CPU does the work, so nothing one-sided is given up; on RDMA hardware and
  * shared memory UCX needs no help from the target and keeps them. Large
- * ones gain most: UCX streams its TCP puts and gets at a third of what its
- * active messages reach (remote_request_max bounds the data buffered at
- * each end). MPI_Rget is the exception above RGET_IN_CALL_MAX bytes: by
- * request it waits for its reply inside the call, which for a large one
- * would take away the overlap a program calls MPI_Rget for, while UCX's
- * get completes at MPI_Test or MPI_Wait. Dynamic windows take the request
- * path of their own. */
-enum { RGET_IN_CALL_MAX = 8192 };
+ * puts gain most: UCX streams its TCP puts at a third of what its active
+ * messages reach (remote_request_max bounds the data buffered at each end).
+ * Gets of more than GET_BY_REQUEST_MAX bytes keep UCX's get:
+ *  - by request, a large get's reply is a large message the target sends,
+ *    and with the progress threads running, 1 MB gets across two hosts
+ *    ran at 0.72-0.88 of native in about one run of three (2.4-3.7x in the
+ *    others; with ONESIDED_PROGRESS=0 never slow): not understood yet;
+ *  - MPI_Rget by request waits for its reply inside the call, which would
+ *    take away the overlap a program calls MPI_Rget for, while UCX's get
+ *    completes at MPI_Test or MPI_Wait.
+ * Dynamic windows take the request path of their own. */
+enum { GET_BY_REQUEST_MAX = 8192 };
 
-static bool small_by_request(os_win_t *w, const os_rma_op_t *op)
+static bool transfer_by_request(os_win_t *w, const os_rma_op_t *op)
 {
     const size_t bytes = op->tcount * op->ttype->size;
     if (!w->peers[op->target].tcp_only || bytes > (size_t)w->cfg.remote_request_max ||
-        (op->request && op->kind == OS_RMA_GET && bytes > RGET_IN_CALL_MAX))
+        (op->kind == OS_RMA_GET && bytes > GET_BY_REQUEST_MAX))
         return false;
     OS_STAT(w, REMOTE_SMALL_REQUESTS, 1);
     return true;
+}
+
+/* A larger put to such a target, contiguous on both sides (the common case
+ * of large transfers), goes in requests of remote_request_max bytes: they
+ * stream at the active messages' rate, and the data buffered at each end
+ * stays bounded. Not MPI_Rput (its request counts one operation). */
+static bool in_chunks(const os_win_t *w, const os_rma_op_t *op)
+{
+    const int max = w->cfg.remote_request_max;
+    return op->kind == OS_RMA_PUT && w->peers[op->target].tcp_only && max > 0 &&
+           !op->request && op->otype->contig && op->ttype->contig &&
+           op->tcount * op->ttype->size > (size_t)max;
+}
+
+static os_status_t execute_in_chunks(os_win_t *w, const os_rma_op_t *op, char *taddr)
+{
+    const size_t bytes = op->tcount * op->ttype->size, max = (size_t)w->cfg.remote_request_max;
+    const char *origin = (const char *)op->origin + op->otype->true_lb;
+    char *target = taddr + op->ttype->true_lb;
+    os_status_t st = OS_OK;
+    for (size_t off = 0; off < bytes && !st; off += max) {
+        os_rma_op_t chunk = *op;
+        chunk.origin = origin + off;
+        chunk.otype = chunk.ttype = os_dtype_byte();
+        chunk.ocount = chunk.tcount = bytes - off < max ? bytes - off : max;
+        st = os_remote_execute(w, &chunk, target + off);
+    }
+    return st;
 }
 
 /* The same target: an accumulate-kind call goes as a request too, not as
@@ -311,8 +344,10 @@ os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
             return st;
         OS_STAT(w, FALLBACK_ACC_REQUEST, 1);
     }
+    if (!dynamic && !keep && in_chunks(w, op))
+        return execute_in_chunks(w, op, taddr);
     if ((op->kind == OS_RMA_PUT || op->kind == OS_RMA_GET) && !dynamic && !keep &&
-        !small_by_request(w, op)) {
+        !transfer_by_request(w, op)) {
         st = rdma(w, op, taddr);
         /* An R* request without a counter is complete when it returns: the
          * get's data is here and the put's buffer is free. */
