@@ -206,6 +206,9 @@ typedef enum {
     ONESIDED_STAT_LOCK_MANAGER_FIRST, /* hybrid locks of a target reached over TCP alone that
                                        asked its lock manager at once, its network word having
                                        been parked at this origin's last lock */
+    ONESIDED_STAT_REMOTE_MAPPED,    /* ... of remote_rdma: puts and gets to another node's memory
+                                       that UCX maps here (a virtual node of this host), copied
+                                       by this process's CPU */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -40,7 +40,7 @@ static os_status_t walk_pair(os_cursor_t *ca, os_cursor_t *cb, run_fn fn, void *
 static os_status_t copy_run(void *ctx, char *dst, char *src, size_t len)
 {
     (void)ctx;
-    memcpy(dst, src, len);
+    os_copy(dst, src, len);
     return OS_OK;
 }
 
@@ -69,7 +69,7 @@ static os_status_t cma_run(void *ctx, char *remote, char *local, size_t len)
     cma_batch_t *b = ctx;
     char *here = os_peer_mapped(b->peer, remote, len);
     if (here) {
-        memcpy(b->write ? here : local, b->write ? local : here, len);
+        os_copy(b->write ? here : local, b->write ? local : here, len);
         return OS_OK;
     }
     b->used = true;
@@ -201,7 +201,7 @@ static os_status_t acc_run_cma(os_win_t *w, const os_peer_t *p, char *run, size_
         return OS_ERR(OS_ERR_NOMEM, "accumulate buffer of %zu bytes", len);
     if (!(st = os_cma_get(p->pid, tmp, run, len))) {
         if (fdata)
-            memcpy(fdata, tmp, len);
+            os_copy(fdata, tmp, len);
         if (rop != OS_OP_NO_OP) {
             os_reduce(rop, basic, esize, tmp, odata, len / esize);
             st = os_cma_put(p->pid, run, tmp, len);
@@ -309,7 +309,7 @@ static os_status_t cma_runs_apply(os_win_t *w, const os_peer_t *p, const cma_run
     off = 0;
     for (size_t i = 0; i < c->n; off += c->run[i].len, i++) {
         if (fdata)
-            memcpy(fdata + c->run[i].pos, tmp + off, c->run[i].len);
+            os_copy(fdata + c->run[i].pos, tmp + off, c->run[i].len);
         if (rop != OS_OP_NO_OP)
             os_reduce(rop, basic, esize, tmp + off, odata + c->run[i].pos,
                       c->run[i].len / esize);
@@ -408,7 +408,7 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
                                      fetch ? fdata + pos : NULL, n);
                 } else {
                     if (fetch)
-                        memcpy(fdata + pos, run, len);
+                        os_copy(fdata + pos, run, len);
                     if (rop != OS_OP_NO_OP)
                         os_reduce(rop, basic, esize, run, odata + pos, n);
                 }
@@ -436,7 +436,7 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
         if (st)
             goto out;
         if (fetch)
-            memcpy(fdata, tbuf, bytes);
+            os_copy(fdata, tbuf, bytes);
         if (rop != OS_OP_NO_OP) {
             os_reduce(rop, basic, esize, tbuf, odata, bytes / esize);
             st = os_apply_move(w, op->target, true, taddr, tt, op->tcount, tbuf, os_dtype_byte(), bytes);
@@ -522,7 +522,7 @@ static bool try_apply_bulk(os_win_t *w, int target, bool fetch, os_op_t op, os_b
             size_t pos = 0;
             for (uint32_t i = 0; i < nruns; pos += runs[i].len, i++) {
                 if (fetch)
-                    memcpy(fdata + pos, addr[i], runs[i].len);
+                    os_copy(fdata + pos, addr[i], runs[i].len);
                 if (odata && op != OS_OP_NO_OP)
                     os_reduce(op, basic, esize, addr[i], odata + pos, runs[i].len / esize);
             }
@@ -567,7 +567,7 @@ bool os_acc_try_apply(os_win_t *w, int target, bool cas, bool fetch, os_op_t op,
             os_reduce_atomic(op, basic, esize, addr[i], o, f, n);
         } else {
             if (f)
-                memcpy(f, addr[i], runs[i].len);
+                os_copy(f, addr[i], runs[i].len);
             if (o && op != OS_OP_NO_OP)
                 os_reduce(op, basic, esize, addr[i], o, n);
         }

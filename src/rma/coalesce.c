@@ -106,7 +106,7 @@ bool os_acc_coalesce(os_win_t *w, const os_rma_op_t *op, char *taddr, os_status_
                                            .op = op->op, .basic = tt->basic,
                                            .nelems = (uint16_t)(bytes / b->esize),
                                            .data = (uint32_t)b->dlen };
-    memcpy(b->data + b->dlen, (const char *)op->origin + op->otype->blocks[0].disp, bytes);
+    os_copy(b->data + b->dlen, (const char *)op->origin + op->otype->blocks[0].disp, bytes);
     b->dlen += bytes;
     OS_STAT(w, ACC_COALESCED, 1);
     return true;

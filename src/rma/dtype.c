@@ -343,7 +343,7 @@ void os_dtype_pack(char *dst, const os_dtype_t *t, const void *buf, size_t count
     size_t n;
     os_cursor_init(&c, t, buf, count);
     while (bytes && (n = os_cursor_next(&c, bytes, &p))) {
-        memcpy(dst, p, n);
+        os_copy(dst, p, n);
         dst += n;
         bytes -= n;
     }
@@ -356,7 +356,7 @@ void os_dtype_unpack(void *buf, const os_dtype_t *t, size_t count, const char *s
     size_t n;
     os_cursor_init(&c, t, buf, count);
     while (bytes && (n = os_cursor_next(&c, bytes, &p))) {
-        memcpy(p, src, n);
+        os_copy(p, src, n);
         src += n;
         bytes -= n;
     }

@@ -176,11 +176,11 @@ static bool apply(os_win_t *w, os_nreq_slot_t *s)
     switch (s->kind) {
     case OS_RMA_PUT:
         for (uint32_t i = 0; i < s->nruns; pos += s->len[i], i++)
-            memcpy(addr[i], data + pos, s->len[i]);
+            os_copy(addr[i], data + pos, s->len[i]);
         break;
     case OS_RMA_GET:
         for (uint32_t i = 0; i < s->nruns; pos += s->len[i], i++)
-            memcpy(result + pos, addr[i], s->len[i]);
+            os_copy(result + pos, addr[i], s->len[i]);
         break;
     default: {
         const bool cas = s->kind == OS_RMA_CAS, fetch = s->kind != OS_RMA_ACC;
@@ -422,7 +422,7 @@ size_t os_nreq_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b, os_st
             const size_t len = x->nelems * e;
             s->addr[s->nruns] = (uint64_t)(uintptr_t)x->taddr;
             s->len[s->nruns++] = (uint32_t)len;
-            memcpy(s->data + bytes, b->data + x->data, len);
+            os_copy(s->data + bytes, b->data + x->data, len);
             bytes += len;
         }
         if (all_mapped(&w->peers[target], s)) {

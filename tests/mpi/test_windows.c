@@ -584,12 +584,14 @@ static void access_paths(void)
         if (t_virtual_node_size()) {
             /* Virtual nodes: the right neighbour may be on another node. */
             uint64_t rdma = s.counter[ONESIDED_STAT_REMOTE_RDMA];
+            uint64_t mapped = s.counter[ONESIDED_STAT_REMOTE_MAPPED];
             uint64_t am = s.counter[ONESIDED_STAT_FALLBACK_AM];
             uint64_t direct = s.counter[ONESIDED_STAT_ACC_DIRECT];
             uint64_t emulated = s.counter[ONESIDED_STAT_FALLBACK_REMOTE_EMULATED];
             /* Alone on its node, the owner maps its memory: the fetch-add is
              * a direct accumulate (one network atomic), not a request; on
-             * memory UCX allocated, the put and the atomic are zero-copy. */
+             * memory UCX allocated, the put and the atomic are zero-copy,
+             * and the put is this CPU's copy into the mapping (remote_mapped). */
             /* (Across real hosts, UCX over TCP reaches no memory without
              * the target: the fetch-add under lock_all is emulated there,
              * and the small put goes as a request,
@@ -601,10 +603,11 @@ static void access_paths(void)
                 continue; /* as F_CREATE: UCX emulates RDMA to memory it did not allocate */
             }
             if (t_virtual_node_size() == 1)
-                CHECK(rdma == zc && emulated == (tcp ? 1 : 2 * (1 - zc)) && direct == 1 &&
-                          am == tcp,
-                      "virtual nodes of 1, flavor %d: rdma %llu emulated %llu direct %llu "
-                      "am %llu", f, (unsigned long long)rdma, (unsigned long long)emulated,
+                CHECK(rdma == zc && mapped == zc && emulated == (tcp ? 1 : 2 * (1 - zc)) &&
+                          direct == 1 && am == tcp,
+                      "virtual nodes of 1, flavor %d: rdma %llu mapped %llu emulated %llu "
+                      "direct %llu am %llu", f, (unsigned long long)rdma,
+                      (unsigned long long)mapped, (unsigned long long)emulated,
                       (unsigned long long)direct, (unsigned long long)am);
         } else if (t_cma_refused() && t_node_size_of(f) == 1 && t_size > 1) {
             /* Each process a node of its own: the neighbour's memory is

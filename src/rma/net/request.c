@@ -62,7 +62,7 @@ void os_req_on_reply(void *arg, void *reply, const void *hdr, size_t hlen, const
     }
     reply_slot_t *slot = (reply_slot_t *)(uintptr_t)r->token;
     if (slot->buf && dlen)
-        memcpy(slot->buf, data, dlen < slot->cap ? dlen : slot->cap);
+        os_copy(slot->buf, data, dlen < slot->cap ? dlen : slot->cap);
     slot->status = r->status;
     slot->grant = r->grant;
     atomic_store_explicit(&slot->done, 1, memory_order_release);

@@ -96,7 +96,7 @@ static void send_reply_grant(void *reply, const req_hdr_t *h, os_status_t st, ui
     o->r = r;
     o->dlen = dlen;
     if (dlen)
-        memcpy(o->data, data, dlen);
+        os_copy(o->data, data, dlen);
     o->next = outbox;
     outbox = o;
 }
@@ -180,7 +180,7 @@ static bool serve_op(os_win_t *w, int target, void *reply, const req_hdr_t *h, c
         send_reply(reply, h, OS_ERR(OS_ERR_NOMEM, "request of %zu bytes", dlen), NULL, 0);
         return true;
     }
-    memcpy(copy, data, dlen);
+    os_copy(copy, data, dlen);
     bool done = serve_op_aligned(w, target, reply, h, copy);
     free(copy);
     return done;
@@ -266,9 +266,9 @@ static bool serve_op_aligned(os_win_t *w, int target, void *reply, const req_hdr
             size_t pos = 0;
             for (uint32_t i = 0; i < h->nruns; pos += runs[i].len, i++) {
                 if (h->kind == K_PUT)
-                    memcpy(addr[i], odata + pos, runs[i].len);
+                    os_copy(addr[i], odata + pos, runs[i].len);
                 else
-                    memcpy(out + pos, addr[i], runs[i].len);
+                    os_copy(out + pos, addr[i], runs[i].len);
             }
             break;
         }
@@ -355,7 +355,7 @@ static pending_t *pending_new(void *reply, const req_hdr_t *h, const char *data,
     }
     *p = (pending_t){ .reply = reply, .target = -1, .h = *h, .wait = WAIT_TICKET, .dlen = dlen };
     if (dlen)
-        memcpy(p->data, data, dlen);
+        os_copy(p->data, data, dlen);
     return p;
 }
 
