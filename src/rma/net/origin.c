@@ -114,9 +114,9 @@ static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
  * messages reach (remote_request_max bounds the data buffered at each end).
  * Gets of more than GET_BY_REQUEST_MAX bytes keep UCX's get:
  *  - by request, a large get's reply is a large message the target sends,
- *    and with the progress threads running, 1 MB gets across two hosts
- *    ran at 0.72-0.88 of native in about one run of three (2.4-3.7x in the
- *    others; with ONESIDED_PROGRESS=0 never slow): not understood yet;
+ *    and 1 MB gets across two hosts ran at 0.67-0.91 of native in about one
+ *    run of three, the whole run slow or fast (2.4-3.7x in the others), with
+ *    ONESIDED_PROGRESS=0 too: not understood yet;
  *  - MPI_Rget by request waits for its reply inside the call, which would
  *    take away the overlap a program calls MPI_Rget for, while UCX's get
  *    completes at MPI_Test or MPI_Wait.
