@@ -21,6 +21,8 @@
  *    where the bursts' larger contiguous puts go in several
  *    requests of at most 8192 bytes each (more requests than under the
  *    default bound, 1 MiB), their data checked as every time;
+ *  - onesided_remote_get_request_max=0 on a window sends its gets by UCX:
+ *    fewer requests than under the default, the data checked the same;
  *  - onesided_remote_request_max=0 on a window turns the path off;
  *  - which path ran: with --expect tcp (ONESIDED_UCX_TLS=tcp,self, or real
  *    hosts over TCP) the counters remote_small_requests and (but for the
@@ -344,6 +346,15 @@ int main(int argc, char **argv)
         CHECK(last_small > small_default,
               "%llu requests under the default bound, %llu under 8192: expected more "
               "there, large contiguous puts in chunks",
+              (unsigned long long)small_default, (unsigned long long)last_small);
+    MPI_Info no_gets;
+    MPI_Info_create(&no_gets);
+    MPI_Info_set(no_gets, "onesided_remote_get_request_max", "0");
+    run(F_ALLOCATE, no_gets, true);
+    MPI_Info_free(&no_gets);
+    if (expect_tcp)
+        CHECK(last_small < small_default,
+              "%llu requests under the default, %llu with gets by UCX: expected fewer there",
               (unsigned long long)small_default, (unsigned long long)last_small);
     MPI_Info off;
     MPI_Info_create(&off);

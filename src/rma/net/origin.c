@@ -112,7 +112,7 @@ static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
  * shared memory UCX needs no help from the target and keeps them. Large
  * puts gain most: UCX streams its TCP puts at a third of what its active
  * messages reach (remote_request_max bounds the data buffered at each end).
- * Gets of more than GET_BY_REQUEST_MAX bytes keep UCX's get:
+ * Gets of more than remote_get_request_max bytes (8192) keep UCX's get:
  *  - by request, a large get's reply is a large message the target sends,
  *    and 1 MB gets across two hosts ran at 0.67-0.91 of native in about one
  *    run of three, the whole run slow or fast (2.4-3.7x in the others), with
@@ -121,13 +121,12 @@ static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
  *    take away the overlap a program calls MPI_Rget for, while UCX's get
  *    completes at MPI_Test or MPI_Wait.
  * Dynamic windows take the request path of their own. */
-enum { GET_BY_REQUEST_MAX = 8192 };
 
 static bool transfer_by_request(os_win_t *w, const os_rma_op_t *op)
 {
     const size_t bytes = op->tcount * op->ttype->size;
     if (!w->peers[op->target].tcp_only || bytes > (size_t)w->cfg.remote_request_max ||
-        (op->kind == OS_RMA_GET && bytes > GET_BY_REQUEST_MAX))
+        (op->kind == OS_RMA_GET && bytes > (size_t)w->cfg.remote_get_request_max))
         return false;
     OS_STAT(w, REMOTE_SMALL_REQUESTS, 1);
     return true;
