@@ -175,7 +175,8 @@ int main(int argc, char **argv)
 
     /* results[size][impl][version] in microseconds per step */
     double (*res)[2][NVERSION] = calloc(nsizes, sizeof *res);
-    double *samples = malloc(sizeof(double) * (size_t)reps);
+    double *samples[2] = { malloc(sizeof(double) * (size_t)reps),
+                           malloc(sizeof(double) * (size_t)reps) };
     for (size_t z = 0; z < nsizes; z++) {
         size_t n = sizes[z] / sizeof(int) ? sizes[z] / sizeof(int) : 1;
         size_t bytes = n * sizeof(int);
@@ -190,18 +191,24 @@ int main(int argc, char **argv)
         for (int k = 0; k < 2; k++)
             impls[k].win_allocate((MPI_Aint)(8 * bytes), (int)bytes, MPI_INFO_NULL,
                                   MPI_COMM_WORLD, &wbase[k], &win[k]);
+        /* Native and onesided in turn, run by run, so that both see the same
+         * machine (its load drifts within a job). */
         for (int v = 0; v < NVERSION; v++) {
-            for (int k = 0; k < (v == V_P2P ? 1 : 2); k++) {
-                char what[64];
-                snprintf(what, sizeof what, "%s %s, %zu bytes", impls[k].name, version_name[v], bytes);
-                run(v, &impls[k], win[k], wbase[k], sbuf, rbuf, n, iters / 10 + 1, cell, what);
-                for (int r = 0; r < reps; r++)
-                    samples[r] = run(v, &impls[k], win[k], wbase[k], sbuf, rbuf, n, iters, cell, what);
-                double med = bench_median(samples, reps);
-                res[z][k][v] = med;
-                if (v == V_P2P)
-                    res[z][1][v] = med;
+            const int nk = v == V_P2P ? 1 : 2;
+            char what[2][64];
+            for (int k = 0; k < nk; k++) {
+                snprintf(what[k], sizeof what[k], "%s %s, %zu bytes", impls[k].name,
+                         version_name[v], bytes);
+                run(v, &impls[k], win[k], wbase[k], sbuf, rbuf, n, iters / 10 + 1, cell, what[k]);
             }
+            for (int r = 0; r < reps; r++)
+                for (int k = 0; k < nk; k++)
+                    samples[k][r] = run(v, &impls[k], win[k], wbase[k], sbuf, rbuf, n, iters,
+                                        cell, what[k]);
+            for (int k = 0; k < nk; k++)
+                res[z][k][v] = bench_median(samples[k], reps);
+            if (v == V_P2P)
+                res[z][1][v] = res[z][0][v];
         }
         for (int k = 0; k < 2; k++)
             impls[k].win_free(&win[k]);
@@ -240,7 +247,8 @@ int main(int argc, char **argv)
             fclose(out);
     }
     free(res);
-    free(samples);
+    free(samples[0]);
+    free(samples[1]);
     MPI_Group_free(&nbr_group);
     MPI_Group_free(&world);
     MPI_Comm_free(&cart);

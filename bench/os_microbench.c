@@ -16,7 +16,9 @@
  * and enters MPI (one MPI_Iprobe) only between chunks, like an application
  * that is busy: then the passive-target rows show whether the origin has to
  * wait for the target (fence and PSCW need the target and are skipped).
- * Each row is the median over R repetitions of the mean over N iterations.
+ * Each row is the median over R repetitions of the mean over N iterations,
+ * the two implementations' repetitions taken in turn on windows that exist
+ * side by side.
  * The last two rows time window creation and free themselves: WINS windows
  * of 4 KB of the chosen flavor made one after another, then freed (for
  * create_allocmem, MPI_Alloc_mem and MPI_Free_mem are included), per window.
@@ -225,54 +227,76 @@ int main(int argc, char **argv)
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     MPI_Group_incl(world, 1, &other, &peer);
 
+    /* Both implementations' windows side by side, their repetitions taken in
+     * turn, so that both see the same machine. Measured one after the other
+     * (every native row, then every onesided row, seconds apart), the ratio
+     * of one row moved by up to 30 % from run to run across the namespace
+     * hosts: the machine's load drifts within a run. */
     double med[2][NBENCH];
+    MPI_Win win[2] = { MPI_WIN_NULL, MPI_WIN_NULL };
+    long *base[2] = { NULL, NULL };
+    const MPI_Aint wbytes = 16 * sizeof(long);
     for (int k = 0; k < 2; k++) {
         const impl_t *m = &impls[k];
-        long *base = NULL;
-        if (!bench_impl_on(k)) {
-            for (int b = 0; b < NBENCH; b++)
-                med[k][b] = NAN;
+        for (int b = 0; b < NBENCH; b++)
+            med[k][b] = NAN;
+        if (!bench_impl_on(k))
+            continue;
+        if (!strcmp(flavor, "create")) {
+            base[k] = calloc(16, sizeof(long));
+            m->win_create(base[k], wbytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win[k]);
+        } else if (!strcmp(flavor, "create_allocmem")) {
+            m->alloc_mem(wbytes, MPI_INFO_NULL, &base[k]);
+            m->win_create(base[k], wbytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win[k]);
+        } else {
+            m->win_allocate(wbytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base[k], &win[k]);
+        }
+    }
+    double *samples[2] = { malloc(sizeof(double) * (size_t)reps),
+                           malloc(sizeof(double) * (size_t)reps) };
+    for (int b = 0; b < B_WIN_CREATE; b++) {
+        if ((busy_us && b >= B_FENCE) || !row_on(b)) {
+            for (int k = 0; k < 2; k++)
+                med[k][b] = busy_us && b >= B_FENCE && bench_impl_on(k) ? 0 : NAN;
             continue;
         }
-        MPI_Win win;
-        const MPI_Aint wbytes = 16 * sizeof(long);
-        if (!strcmp(flavor, "create")) {
-            base = calloc(16, sizeof(long));
-            m->win_create(base, wbytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-        } else if (!strcmp(flavor, "create_allocmem")) {
-            m->alloc_mem(wbytes, MPI_INFO_NULL, &base);
-            m->win_create(base, wbytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-        } else {
-            m->win_allocate(wbytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
-        }
-        for (int b = 0; b < B_WIN_CREATE; b++) {
-            if ((busy_us && b >= B_FENCE) || !row_on(b)) {
-                med[k][b] = busy_us && b >= B_FENCE ? 0 : NAN;
+        for (int k = 0; k < 2; k++) {
+            if (!bench_impl_on(k))
                 continue;
-            }
-            double *samples = malloc(sizeof(double) * (size_t)reps);
-            memset(base, 0, 16 * sizeof(long));
+            memset(base[k], 0, 16 * sizeof(long));
             MPI_Barrier(MPI_COMM_WORLD);
-            m->fence(0, win);  /* warm-up and clean epoch boundary */
-            m->fence(MPI_MODE_NOSUCCEED, win);
-            for (int r = 0; r < reps; r++) {
-                if (b == B_CAS) {  /* restart the compare chain each repetition */
+            impls[k].fence(0, win[k]); /* warm-up and clean epoch boundary */
+            impls[k].fence(MPI_MODE_NOSUCCEED, win[k]);
+        }
+        for (int r = 0; r < reps; r++)
+            for (int k = 0; k < 2; k++) {
+                if (!bench_impl_on(k))
+                    continue;
+                if (b == B_CAS) { /* restart the compare chain each repetition */
                     MPI_Barrier(MPI_COMM_WORLD);
-                    base[4] = 0;
+                    base[k][4] = 0;
                     MPI_Barrier(MPI_COMM_WORLD);
                 }
-                samples[r] = run(m, b, win, base, iters, peer);
+                samples[k][r] = run(&impls[k], b, win[k], base[k], iters, peer);
             }
-            MPI_Barrier(MPI_COMM_WORLD);
-            verify(b, base, (long)iters * reps);
-            med[k][b] = bench_median(samples, reps);
-            free(samples);
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int k = 0; k < 2; k++) {
+            if (!bench_impl_on(k))
+                continue;
+            verify(b, base[k], (long)iters * reps);
+            med[k][b] = bench_median(samples[k], reps);
         }
-        m->win_free(&win);
+    }
+    free(samples[0]);
+    free(samples[1]);
+    for (int k = 0; k < 2; k++) {
+        if (!bench_impl_on(k))
+            continue;
+        impls[k].win_free(&win[k]);
         if (!strcmp(flavor, "create"))
-            free(base);
+            free(base[k]);
         else if (!strcmp(flavor, "create_allocmem"))
-            m->free_mem(base);
+            impls[k].free_mem(base[k]);
     }
     /* Window lifecycle, the two implementations alternating repetition by
      * repetition so that both see the same machine load. */
