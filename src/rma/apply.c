@@ -96,23 +96,6 @@ os_status_t os_apply_move(os_win_t *w, int target, bool to_target, char *taddr,
     return st;
 }
 
-/* Contiguous view of `count` elements of t at addr, packing into *tmp if needed. */
-static os_status_t packed(const void *addr, const os_dtype_t *t, size_t count, size_t bytes,
-                          const char **view, char **tmp)
-{
-    *tmp = NULL;
-    if (t->contig || count * t->size == 0) {
-        *view = (const char *)addr + (t->nblocks ? t->blocks[0].disp : 0);
-        return OS_OK;
-    }
-    *tmp = malloc(bytes ? bytes : 1);
-    if (!*tmp)
-        return OS_ERR(OS_ERR_NOMEM, "packing %zu bytes", bytes);
-    os_dtype_pack(*tmp, t, addr, count, bytes);
-    *view = *tmp;
-    return OS_OK;
-}
-
 os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, const os_dtype_t *t)
 {
     const os_peer_t *p = &w->peers[target];
@@ -124,15 +107,7 @@ os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, cons
     /* Elements that fit one CPU atomic and are aligned for it, wherever the
      * type puts them; any origin accumulating the same type at the same place
      * makes the same choice, which is what keeps mixed paths out. */
-    size_t e = t->basic_size;
-    if (!os_reduce_atomic_ok(e, taddr))
-        return OS_ACC_MUTEX;
-    for (size_t i = 0; i < t->nblocks; i++)
-        if ((t->blocks[i].disp | (ptrdiff_t)t->blocks[i].len) & (ptrdiff_t)(e - 1))
-            return OS_ACC_MUTEX;
-    if (t->extent & (ptrdiff_t)(e - 1))
-        return OS_ACC_MUTEX;
-    return OS_ACC_ATOMIC;
+    return os_reduce_atomic_ok_type(t, taddr) ? OS_ACC_ATOMIC : OS_ACC_MUTEX;
 }
 
 /* Large accumulates on memory whose elements take CPU atomics ("bulk"):
@@ -343,7 +318,7 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
     if (!bytes)
         return OS_OK;
     if (rop != OS_OP_NO_OP) {
-        st = packed(op->origin, op->otype, op->ocount, bytes, &odata, &obuf);
+        st = os_dtype_view(op->origin, op->otype, op->ocount, bytes, &odata, &obuf);
         if (st)
             goto out;
     }
@@ -372,11 +347,24 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
         atomic_entered = true;
     }
 
-    if (p->access == OS_PEER_DIRECT || p->zone_len) {
-        /* The runs of the target type, in type-map order. Scattered runs
-         * (an indexed type of single elements, as RandomAccess aggregates)
-         * mostly miss in this core's cache: prefetching the run a few blocks
-         * ahead overlaps those misses instead of taking them one by one. */
+    if (p->access == OS_PEER_DIRECT) {
+        /* The runs of the target type, in type-map order: one call per copy
+         * of the type, which prefetches scattered runs (os_reduce_runs). */
+        const bool atomic = mode == OS_ACC_ATOMIC && !bulk;
+        if (tt->contig) {
+            const os_block_t whole = { tt->blocks[0].disp, bytes };
+            os_reduce_runs(rop, basic, esize, taddr, &whole, 1, odata, fetch ? fdata : NULL,
+                           atomic);
+        } else {
+            for (size_t rep = 0, pos = 0; rep < op->tcount; rep++, pos += tt->size)
+                os_reduce_runs(rop, basic, esize, taddr + (ptrdiff_t)rep * tt->extent,
+                               tt->blocks, tt->nblocks, odata ? odata + pos : NULL,
+                               fetch ? fdata + pos : NULL, atomic);
+        }
+    } else if (p->zone_len) {
+        /* A CMA peer's zone mapped here (the mutex is held): the runs in
+         * place there, the private edges by CMA, gathered and applied after
+         * the loop. Scattered runs are prefetched a few blocks ahead. */
         const size_t nblk = tt->contig ? 1 : tt->nblocks, ahead = 8;
         const bool scattered = nblk > ahead;
         size_t pos = 0;
@@ -387,20 +375,15 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
                 size_t len = tt->contig ? bytes : tt->blocks[b].len, n = len / esize;
                 char *next = scattered && b + ahead < nblk ? rbase + tt->blocks[b + ahead].disp
                                                            : NULL;
-                if (p->access != OS_PEER_DIRECT) {
-                    /* A CMA peer's zone mapped here (the mutex is held):
-                     * in place there; its private edges by CMA, gathered
-                     * and applied after the loop. */
-                    char *here = os_peer_mapped(p, run, len);
-                    if (!here) {
-                        if ((st = cma_runs_add(&edges, run, len, pos)))
-                            goto out;
-                        pos += len;
-                        continue;
-                    }
-                    run = here;
-                    next = next ? os_peer_mapped(p, next, 1) : NULL;
+                char *here = os_peer_mapped(p, run, len);
+                if (!here) {
+                    if ((st = cma_runs_add(&edges, run, len, pos)))
+                        goto out;
+                    pos += len;
+                    continue;
                 }
+                run = here;
+                next = next ? os_peer_mapped(p, next, 1) : NULL;
                 if (next)
                     __builtin_prefetch(next, 1, 3);
                 if (mode == OS_ACC_ATOMIC && !bulk) {
@@ -418,12 +401,6 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
         if (edges.n && (st = cma_runs_apply(w, p, &edges, rop, basic, esize, odata,
                                             fetch ? fdata : NULL)))
             goto out;
-        if (bulk)
-            OS_STAT(w, ACC_BULK_ELEMS, bytes / esize);
-        else if (mode == OS_ACC_ATOMIC)
-            OS_STAT(w, ACC_ATOMIC_ELEMS, bytes / esize);
-        else if (mode == OS_ACC_EXCLUSIVE)
-            OS_STAT(w, ACC_EXCL_ELEMS, bytes / esize);
     } else {
         /* Memory reached by CMA: read, combine here, write back, all under
          * the target's accumulate mutex (or an exclusive lock). */
@@ -441,6 +418,14 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
             os_reduce(rop, basic, esize, tbuf, odata, bytes / esize);
             st = os_apply_move(w, op->target, true, taddr, tt, op->tcount, tbuf, os_dtype_byte(), bytes);
         }
+    }
+    if (!st && (p->access == OS_PEER_DIRECT || p->zone_len)) {
+        if (bulk)
+            OS_STAT(w, ACC_BULK_ELEMS, bytes / esize);
+        else if (mode == OS_ACC_ATOMIC)
+            OS_STAT(w, ACC_ATOMIC_ELEMS, bytes / esize);
+        else if (mode == OS_ACC_EXCLUSIVE)
+            OS_STAT(w, ACC_EXCL_ELEMS, bytes / esize);
     }
 out:
     if (locked)
@@ -555,6 +540,10 @@ bool os_acc_try_apply(os_win_t *w, int target, bool cas, bool fetch, os_op_t op,
     size_t pos = 0;
     for (uint32_t i = 0; i < nruns; pos += runs[i].len, i++) {
         size_t n = runs[i].len / esize;
+        /* Scattered runs (an aggregated indexed accumulate) miss in cache:
+         * the run a few ahead is prefetched, as os_reduce_runs does. */
+        if (i + 16 < nruns)
+            __builtin_prefetch(addr[i + 16], 1, 3);
         char *f = fetch ? fdata + pos : NULL;
         const char *o = odata ? odata + pos : NULL;
         if (cas && !mutex) {

@@ -361,3 +361,19 @@ void os_dtype_unpack(void *buf, const os_dtype_t *t, size_t count, const char *s
         bytes -= n;
     }
 }
+
+os_status_t os_dtype_view(const void *addr, const os_dtype_t *t, size_t count, size_t bytes,
+                          const char **view, char **tmp)
+{
+    *tmp = NULL;
+    if (t->contig || count * t->size == 0) {
+        *view = (const char *)addr + (t->nblocks ? t->blocks[0].disp : 0);
+        return OS_OK;
+    }
+    *tmp = malloc(bytes ? bytes : 1);
+    if (!*tmp)
+        return OS_ERR(OS_ERR_NOMEM, "packing %zu bytes", bytes);
+    os_dtype_pack(*tmp, t, addr, count, bytes);
+    *view = *tmp;
+    return OS_OK;
+}

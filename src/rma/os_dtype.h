@@ -104,6 +104,11 @@ size_t os_cursor_next(os_cursor_t *c, size_t max, char **ptr);
 /* Copy at most `bytes` bytes of `count` elements of t at buf into the
  * contiguous dst (pack), or from src into them (unpack), in type-map order. */
 void os_dtype_pack(char *dst, const os_dtype_t *t, const void *buf, size_t count, size_t bytes);
+/* The bytes of `count` elements of t at addr in one contiguous piece: addr
+ * itself for a contiguous type, else packed into *tmp (the caller frees it;
+ * NULL when nothing was packed). */
+os_status_t os_dtype_view(const void *addr, const os_dtype_t *t, size_t count, size_t bytes,
+                          const char **view, char **tmp);
 void os_dtype_unpack(void *buf, const os_dtype_t *t, size_t count, const char *src, size_t bytes);
 
 #endif

@@ -38,12 +38,26 @@ static inline bool os_reduce_atomic_ok(size_t elem_size, const void *addr)
     return (elem_size == 1 || elem_size == 2 || elem_size == 4 || elem_size == 8) &&
            ((uintptr_t)addr & (elem_size - 1)) == 0;
 }
+/* The same for every element of any number of copies of t at addr: t's
+ * element size takes a CPU atomic, and every run, and the extent, keep the
+ * elements aligned for it. */
+bool os_reduce_atomic_ok_type(const os_dtype_t *t, const char *addr);
 /* Element-wise atomic form: each element of target is updated with one atomic
  * read-modify-write (fetch-op or a compare-and-swap loop); when fetch is not
  * NULL it receives the values the target held before. Requires
  * os_reduce_atomic_ok(elem_size, target). */
 void os_reduce_atomic(os_op_t op, os_basic_t basic, size_t elem_size, void *target,
                       const void *origin, void *fetch, size_t n);
+/* An accumulate over scattered runs of the target: runs[i].len bytes at
+ * base + runs[i].disp, each a whole number of elements, the origin's data
+ * (NULL for NO_OP) and the fetched data (NULL when none is wanted) packed in
+ * run order. atomic: one CPU atomic per element (requires
+ * os_reduce_atomic_ok for every run); else plain loads and stores, the
+ * caller holding off every other writer. One call per accumulate, the op
+ * chosen once, the target prefetched a few runs ahead. */
+void os_reduce_runs(os_op_t op, os_basic_t basic, size_t esize, char *base,
+                    const os_block_t *runs, size_t nruns, const char *origin, char *fetch,
+                    bool atomic);
 /* Atomic compare-and-swap of one element: fetch gets the old value. */
 void os_cas_atomic(size_t elem_size, void *target, const void *compare, const void *swap,
                    void *fetch);

@@ -363,6 +363,91 @@ void os_reduce_atomic(os_op_t op, os_basic_t basic, size_t elem_size, void *targ
     }
 }
 
+/* ------------------------------------------------------------ scattered runs */
+
+/* How many runs ahead the target's memory is prefetched. Scattered elements
+ * (RandomAccess's aggregated updates in an 8 MB table) miss in cache: with
+ * one run's prefetch in flight the loop ran at 54 ns per element, 8 ahead
+ * at 22, 16 ahead at 16 (this machine's CPU, a lone process). */
+enum { RUNS_AHEAD = 16 };
+
+/* The integer ops the CPU has as one instruction, on W-byte elements, with
+ * no fetch: one loop over every run, the op chosen once. The sum is taken in
+ * unsigned arithmetic (the same bits as the signed one, without overflow). */
+#define RUNS_INT_LOOP(UT, ATOMIC_FETCH, PLAIN_OP)                                              \
+    for (size_t i = 0; i < nruns; i++) {                                                       \
+        if (i + RUNS_AHEAD < nruns)                                                            \
+            __builtin_prefetch(base + runs[i + RUNS_AHEAD].disp, 1, 3);                        \
+        UT *t = (UT *)(void *)(base + runs[i].disp);                                           \
+        const size_t n = runs[i].len / sizeof(UT);                                             \
+        for (size_t j = 0; j < n; j++, o += sizeof(UT)) {                                      \
+            UT v;                                                                              \
+            memcpy(&v, o, sizeof v);                                                           \
+            if (atomic)                                                                        \
+                (void)ATOMIC_FETCH(&t[j], v, __ATOMIC_ACQ_REL);                                \
+            else                                                                               \
+                t[j] PLAIN_OP v;                                                               \
+        }                                                                                      \
+    }
+
+#define RUNS_INT_OPS(UT)                                                                       \
+    switch (op) {                                                                              \
+    case OS_OP_SUM: RUNS_INT_LOOP(UT, __atomic_add_fetch, +=) return true;                     \
+    case OS_OP_BAND: RUNS_INT_LOOP(UT, __atomic_and_fetch, &=) return true;                    \
+    case OS_OP_BOR: RUNS_INT_LOOP(UT, __atomic_or_fetch, |=) return true;                      \
+    case OS_OP_BXOR: RUNS_INT_LOOP(UT, __atomic_xor_fetch, ^=) return true;                    \
+    default: return false;                                                                     \
+    }
+
+static bool runs_int(os_op_t op, size_t esize, char *base, const os_block_t *runs, size_t nruns,
+                     const char *o, bool atomic)
+{
+    switch (esize) {
+    case 4: RUNS_INT_OPS(uint32_t)
+    case 8: RUNS_INT_OPS(uint64_t)
+    default: return false;
+    }
+}
+
+bool os_reduce_atomic_ok_type(const os_dtype_t *t, const char *addr)
+{
+    const size_t e = t->basic_size;
+    if (!os_reduce_atomic_ok(e, addr))
+        return false;
+    for (size_t i = 0; i < t->nblocks; i++)
+        if ((t->blocks[i].disp | (ptrdiff_t)t->blocks[i].len) & (ptrdiff_t)(e - 1))
+            return false;
+    return !(t->extent & (ptrdiff_t)(e - 1));
+}
+
+void os_reduce_runs(os_op_t op, os_basic_t basic, size_t esize, char *base,
+                    const os_block_t *runs, size_t nruns, const char *origin, char *fetch,
+                    bool atomic)
+{
+    if (op == OS_OP_NO_OP && !fetch)
+        return;
+    if (!fetch && origin && basic >= OS_B_INT8 && basic <= OS_B_UINT64 &&
+        runs_int(op, esize, base, runs, nruns, origin, atomic))
+        return;
+    size_t pos = 0;
+    for (size_t i = 0; i < nruns; pos += runs[i].len, i++) {
+        if (i + RUNS_AHEAD < nruns)
+            __builtin_prefetch(base + runs[i + RUNS_AHEAD].disp, 1, 3);
+        char *t = base + runs[i].disp;
+        const size_t n = runs[i].len / esize;
+        const char *o = origin ? origin + pos : NULL;
+        char *f = fetch ? fetch + pos : NULL;
+        if (atomic) {
+            os_reduce_atomic(op, basic, esize, t, o, f, n);
+        } else {
+            if (f)
+                os_copy(f, t, runs[i].len);
+            if (o && op != OS_OP_NO_OP)
+                os_reduce(op, basic, esize, t, o, n);
+        }
+    }
+}
+
 #define CAS_ELEM(W, UT)                                                                        \
     case W: {                                                                                  \
         UT c, s;                                                                               \

@@ -304,9 +304,9 @@ static os_status_t acc_in_place(os_win_t *w, const os_rma_op_t *op, char *taddr,
     const size_t esize = tt->basic_size, bytes = op->tcount * tt->size;
     const bool fetch = op->kind != OS_RMA_ACC;
     const os_op_t rop = (os_op_t)op->op;
-    char *obuf = NULL, *fbuf = NULL, *run;
-    os_cursor_t c;
-    size_t len, pos = 0;
+    const char *odata = NULL;
+    char *obuf = NULL, *fbuf = NULL;
+    size_t pos = 0;
     os_status_t st = OS_OK;
 
     *done = false;
@@ -314,31 +314,29 @@ static os_status_t acc_in_place(os_win_t *w, const os_rma_op_t *op, char *taddr,
         !esize || !bytes)
         return OS_OK;
     const ptrdiff_t shift = p->ucx_map - p->base;
-    os_cursor_init(&c, tt, taddr, op->tcount);
-    while ((len = os_cursor_next(&c, SIZE_MAX, &run)))
-        if (len % esize || !os_reduce_atomic_ok(esize, run + shift))
-            return OS_OK;
-    if ((rop != OS_OP_NO_OP && !(obuf = malloc(bytes))) || (fetch && !(fbuf = malloc(bytes)))) {
+    if (!os_reduce_atomic_ok_type(tt, taddr + shift))
+        return OS_OK;
+    if (rop != OS_OP_NO_OP &&
+        (st = os_dtype_view(op->origin, op->otype, op->ocount, bytes, &odata, &obuf)))
+        goto out;
+    if (fetch && !(fbuf = malloc(bytes))) {
         st = OS_ERR(OS_ERR_NOMEM, "accumulate of %zu bytes", bytes);
         goto out;
     }
-    if (obuf)
-        os_dtype_pack(obuf, op->otype, op->origin, op->ocount, bytes);
     /* Accumulates of one origin on one location apply in order: those sent
      * before as requests first. */
     os_req_await_acks(w, op->target);
-    /* Scattered elements (RandomAccess's indexed types) miss in this core's
-     * cache: the element a few blocks ahead is prefetched, as apply.c does. */
-    const size_t nblk = tt->contig ? 1 : tt->nblocks, ahead = 8;
-    for (size_t rep = 0; rep < (tt->contig ? 1 : op->tcount); rep++) {
-        char *rbase = taddr + shift + (ptrdiff_t)rep * tt->extent;
-        for (size_t b = 0; b < nblk; b++, pos += len) {
-            len = tt->contig ? bytes : tt->blocks[b].len;
-            if (b + ahead < nblk)
-                __builtin_prefetch(rbase + tt->blocks[b + ahead].disp, 1, 3);
-            os_reduce_atomic(rop, (os_basic_t)tt->basic, esize, rbase + tt->blocks[b].disp,
-                             obuf ? obuf + pos : NULL, fbuf ? fbuf + pos : NULL, len / esize);
-        }
+    /* As apply.c does for the target's own node: one call per copy of the
+     * type, scattered runs prefetched (os_reduce_runs). */
+    if (tt->contig) {
+        const os_block_t whole = { tt->blocks[0].disp, bytes };
+        os_reduce_runs(rop, (os_basic_t)tt->basic, esize, taddr + shift, &whole, 1, odata, fbuf,
+                       true);
+    } else {
+        for (size_t rep = 0; rep < op->tcount; rep++, pos += tt->size)
+            os_reduce_runs(rop, (os_basic_t)tt->basic, esize,
+                           taddr + shift + (ptrdiff_t)rep * tt->extent, tt->blocks, tt->nblocks,
+                           odata ? odata + pos : NULL, fbuf ? fbuf + pos : NULL, true);
     }
     if (fbuf)
         os_dtype_unpack(op->result, op->rtype, op->rcount, fbuf, bytes);
