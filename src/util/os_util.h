@@ -190,12 +190,13 @@ void os_log_set_rank(int rank);
       "where UCX needs no help from the target. 0 = always UCX (puts, gets, network "          \
       "atomics).")                                                                             \
     X(remote_get_request_max, int, "ONESIDED_REMOTE_GET_REQUEST_MAX",                          \
-      "onesided_remote_get_request_max", "8192",                                               \
+      "onesided_remote_get_request_max", "65536",                                              \
       "Of those requests, gets of at most this many bytes (and at most "                       \
-      "ONESIDED_REMOTE_REQUEST_MAX); larger ones keep UCX's get. By request, 1 MB gets "       \
-      "across two hosts ran at 2.4-3.7x native in two runs of three and 0.67-0.91x in the "    \
-      "third, and an MPI_Rget by request waits for its reply inside the call, giving up "      \
-      "its overlap. 0 = every get by UCX.")                                                    \
+      "ONESIDED_REMOTE_REQUEST_MAX); larger contiguous ones go in requests of this many "      \
+      "bytes, others by UCX's get. Replies above it went by UCX's rendezvous, which ran at "   \
+      "0.7-1.1x native in every other run; in 64 KB requests gets of 32 KB-1 MB across two "  \
+      "hosts ran at 1.6-2.8x. MPI_Rget goes so only up to 8192 bytes (by request it is "       \
+      "answered inside the call, giving up its overlap). 0 = every get by UCX.")               \
     X(route, int, "ONESIDED_ROUTE", "onesided_route", "direct",                               \
       "How requests between nodes (what the target's CPU must do: accumulates without a "     \
       "network atomic, non-contiguous or dynamic-window transfers, lock-manager requests, "   \

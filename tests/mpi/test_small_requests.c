@@ -7,7 +7,8 @@
  *    threshold, contiguous and strided on both sides, some with an origin
  *    type freed right after the call, all completed by one flush;
  *  - puts likewise, read back by the target after a barrier;
- *  - R* calls: MPI_Rput and MPI_Rget complete by MPI_Wait;
+ *  - R* calls: MPI_Rput and MPI_Rget, small and of 20000 bytes (an
+ *    MPI_Rget above 8 KB keeps UCX's get), complete by MPI_Wait;
  *  - mutual exclusion: every rank increments rank 0's counter by get, flush,
  *    put under an exclusive lock; a release that overtook the put would
  *    lose increments;
@@ -18,9 +19,11 @@
  *    them, exact at the target, the origin buffer rewritten between calls
  *    as MPI allows after a flush;
  *  - everything again on a window with onesided_remote_request_max=8192,
- *    where the bursts' larger contiguous puts go in several
+ *    where the bursts' larger contiguous puts and gets go in several
  *    requests of at most 8192 bytes each (more requests than under the
- *    default bound, 1 MiB), their data checked as every time;
+ *    default bound, 1 MiB), their data checked as every time; and on one
+ *    with onesided_remote_get_request_max=8192 (default 64 KiB): the gets
+ *    alone in chunks, more requests again;
  *  - onesided_remote_get_request_max=0 on a window sends its gets by UCX:
  *    fewer requests than under the default, the data checked the same;
  *  - onesided_remote_request_max=0 on a window turns the path off;
@@ -146,22 +149,36 @@ static void test_put_burst(MPI_Win win, char *base, int salt)
     free(src);
 }
 
-/* MPI_Rput and MPI_Rget complete by MPI_Wait inside a lock_all epoch. */
+/* MPI_Rput and MPI_Rget complete by MPI_Wait inside a lock_all epoch, of
+ * 32 bytes (requests) and of 20000 (an MPI_Rget above 8 KB goes by UCX's
+ * get, completed at MPI_Wait). */
 static void test_request_calls(MPI_Win win)
 {
+    enum { BIG = 20000, AT = 4096 };
     const int peer = (t_rank + 1) % t_size;
     int64_t out[4] = { t_rank * 10 + 1, t_rank * 10 + 2, t_rank * 10 + 3, t_rank * 10 + 4 };
     int64_t in[4] = { 0 };
-    MPI_Request r;
+    unsigned char *bout = malloc(BIG), *bin = calloc(1, BIG);
+    for (int i = 0; i < BIG; i++)
+        bout[i] = pattern(t_rank, i, 9);
+    MPI_Request r, rr[2];
     MPI_Win_lock_all(0, win);
     MPI_Rput(out, 4, MPI_INT64_T, peer, 64, 4, MPI_INT64_T, win, &r);
     MPI_Wait(&r, MPI_STATUS_IGNORE);
-    MPI_Win_flush(peer, win);
-    MPI_Rget(in, 4, MPI_INT64_T, peer, 64, 4, MPI_INT64_T, win, &r);
+    MPI_Rput(bout, BIG, MPI_BYTE, peer, AT, BIG, MPI_BYTE, win, &r);
     MPI_Wait(&r, MPI_STATUS_IGNORE);
+    MPI_Win_flush(peer, win);
+    MPI_Rget(in, 4, MPI_INT64_T, peer, 64, 4, MPI_INT64_T, win, &rr[0]);
+    MPI_Rget(bin, BIG, MPI_BYTE, peer, AT, BIG, MPI_BYTE, win, &rr[1]);
+    MPI_Wait(&rr[0], MPI_STATUS_IGNORE);
+    MPI_Wait(&rr[1], MPI_STATUS_IGNORE);
     MPI_Win_unlock_all(win);
     CHECK(!memcmp(in, out, sizeof in), "MPI_Rget after MPI_Rput: %lld %lld %lld %lld",
           (long long)in[0], (long long)in[1], (long long)in[2], (long long)in[3]);
+    CHECK(!memcmp(bin, bout, BIG), "MPI_Rget of %d bytes after MPI_Rput", BIG);
+    free(bout);
+    free(bin);
+    MPI_Barrier(MPI_COMM_WORLD); /* before the next test writes there */
 }
 
 /* Read, increment, write rank 0's counter under an exclusive lock. */
@@ -339,13 +356,27 @@ int main(int argc, char **argv)
     /* The same operations. Under the default bound (1 MiB) every put of
      * the bursts is one request; under 8192 the contiguous 8193- and
      * 20000-byte ones go in 2 and 3 requests of at most 8192 bytes, so
-     * there are more. (Were the default still 8192 they would be equal;
-     * without the chunks, those puts would take UCX's path: fewer. Gets
-     * above 8 KB take UCX's get under both.) */
+     * there are more (gets too: a get goes as one request up to the
+     * smaller of the two bounds). Were the default still 8192 they would
+     * be equal; without the chunks, those puts would take UCX's path:
+     * fewer. */
     if (expect_tcp)
         CHECK(last_small > small_default,
               "%llu requests under the default bound, %llu under 8192: expected more "
               "there, large contiguous puts in chunks",
+              (unsigned long long)small_default, (unsigned long long)last_small);
+    /* Gets as one request up to 8192 bytes: the bursts' contiguous 8193-
+     * and 20000-byte gets go in 2 and 3 requests (one each under the
+     * default, 64 KiB), their data checked as every time. */
+    MPI_Info small_gets;
+    MPI_Info_create(&small_gets);
+    MPI_Info_set(small_gets, "onesided_remote_get_request_max", "8192");
+    run(F_ALLOCATE, small_gets, true);
+    MPI_Info_free(&small_gets);
+    if (expect_tcp)
+        CHECK(last_small > small_default,
+              "%llu requests under the default, %llu with gets of at most 8192 bytes per "
+              "request: expected more there, large contiguous gets in chunks",
               (unsigned long long)small_default, (unsigned long long)last_small);
     MPI_Info no_gets;
     MPI_Info_create(&no_gets);

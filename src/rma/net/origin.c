@@ -113,41 +113,63 @@ static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
  * shared memory UCX needs no help from the target and keeps them. Large
  * puts gain most: UCX streams its TCP puts at a third of what its active
  * messages reach (remote_request_max bounds the data buffered at each end).
- * Gets of more than remote_get_request_max bytes (8192) keep UCX's get:
- *  - by request, a large get's reply is a large message the target sends,
- *    and 1 MB gets across two hosts ran at 0.67-0.91 of native in about one
- *    run of three, the whole run slow or fast (2.4-3.7x in the others), with
- *    ONESIDED_PROGRESS=0 too: not understood yet;
- *  - MPI_Rget by request waits for its reply inside the call, which would
- *    take away the overlap a program calls MPI_Rget for, while UCX's get
- *    completes at MPI_Test or MPI_Wait.
+ * Gets go so up to remote_get_request_max bytes (64 KiB), and larger
+ * contiguous ones in requests of that size, all in flight at once:
+ *  - UCX sends a reply of more than 19.5 KB over TCP by rendezvous, which
+ *    the origin completes with gets the target's worker has to serve: one
+ *    reply of 128 KB or 1 MB ran at 0.7-1.1 of native's get bandwidth in
+ *    about every other run (the whole run slow or fast, with or without
+ *    the progress threads), while in 64 KB requests gets of 32 KB-1 MB
+ *    ran at 1.6-2.8x native in 5 runs of 5 (32 KB requests: 1.6-2.4x, 16 KB:
+ *    1.0-1.6x);
+ *  - an MPI_Rget by request is answered inside the call, which would take
+ *    away the overlap a program calls MPI_Rget for: R* gets go so only up
+ *    to RGET_REQUEST_MAX (one eager message of UCX's), larger ones by
+ *    UCX's get, which completes at MPI_Test or MPI_Wait.
  * Dynamic windows take the request path of their own. */
+enum { RGET_REQUEST_MAX = 8192 };
+
+/* The largest get that goes as one request. */
+static size_t get_request_max(const os_win_t *w, const os_rma_op_t *op)
+{
+    size_t max = (size_t)w->cfg.remote_get_request_max;
+    if (max > (size_t)w->cfg.remote_request_max)
+        max = (size_t)w->cfg.remote_request_max;
+    return op->request && max > RGET_REQUEST_MAX ? RGET_REQUEST_MAX : max;
+}
 
 static bool transfer_by_request(os_win_t *w, const os_rma_op_t *op)
 {
     const size_t bytes = op->tcount * op->ttype->size;
     if (!w->peers[op->target].tcp_only || bytes > (size_t)w->cfg.remote_request_max ||
-        (op->kind == OS_RMA_GET && bytes > (size_t)w->cfg.remote_get_request_max))
+        (op->kind == OS_RMA_GET && bytes > get_request_max(w, op)))
         return false;
     OS_STAT(w, REMOTE_SMALL_REQUESTS, 1);
     return true;
 }
 
-/* A larger put to such a target, contiguous on both sides (the common case
- * of large transfers), goes in requests of remote_request_max bytes: they
- * stream at the active messages' rate, and the data buffered at each end
- * stays bounded. Not MPI_Rput (its request counts one operation). */
+/* A larger put or get to such a target, contiguous on both sides (the
+ * common case of large transfers), goes in requests of the largest size
+ * that goes as one: puts stream at the active messages' rate, gets' replies
+ * stay below a rendezvous of many fragments (above), and the data buffered
+ * at each end stays bounded. Not the R* forms (a request counts one
+ * operation). */
+static size_t chunk_max(const os_win_t *w, const os_rma_op_t *op)
+{
+    return op->kind == OS_RMA_GET ? get_request_max(w, op) : (size_t)w->cfg.remote_request_max;
+}
+
 static bool in_chunks(const os_win_t *w, const os_rma_op_t *op)
 {
-    const int max = w->cfg.remote_request_max;
-    return op->kind == OS_RMA_PUT && w->peers[op->target].tcp_only && max > 0 &&
-           !op->request && op->otype->contig && op->ttype->contig &&
-           op->tcount * op->ttype->size > (size_t)max;
+    const size_t max = chunk_max(w, op);
+    return (op->kind == OS_RMA_PUT || op->kind == OS_RMA_GET) &&
+           w->peers[op->target].tcp_only && max > 0 && !op->request && op->otype->contig &&
+           op->ttype->contig && op->tcount * op->ttype->size > max;
 }
 
 static os_status_t execute_in_chunks(os_win_t *w, const os_rma_op_t *op, char *taddr)
 {
-    const size_t bytes = op->tcount * op->ttype->size, max = (size_t)w->cfg.remote_request_max;
+    const size_t bytes = op->tcount * op->ttype->size, max = chunk_max(w, op);
     const char *origin = (const char *)op->origin + op->otype->true_lb;
     char *target = taddr + op->ttype->true_lb;
     os_status_t st = OS_OK;
