@@ -373,20 +373,25 @@ enum { RUNS_AHEAD = 16 };
 
 /* The integer ops the CPU has as one instruction, on W-byte elements, with
  * no fetch: one loop over every run, the op chosen once. The sum is taken in
- * unsigned arithmetic (the same bits as the signed one, without overflow). */
+ * unsigned arithmetic (the same bits as the signed one, without overflow).
+ * Plain updates go through memcpy: the caller's runs need no alignment
+ * there (the accumulate mutex's path); atomic ones are aligned. */
 #define RUNS_INT_LOOP(UT, ATOMIC_FETCH, PLAIN_OP)                                              \
     for (size_t i = 0; i < nruns; i++) {                                                       \
         if (i + RUNS_AHEAD < nruns)                                                            \
             __builtin_prefetch(base + runs[i + RUNS_AHEAD].disp, 1, 3);                        \
-        UT *t = (UT *)(void *)(base + runs[i].disp);                                           \
+        char *t = base + runs[i].disp;                                                         \
         const size_t n = runs[i].len / sizeof(UT);                                             \
-        for (size_t j = 0; j < n; j++, o += sizeof(UT)) {                                      \
-            UT v;                                                                              \
+        for (size_t j = 0; j < n; j++, t += sizeof(UT), o += sizeof(UT)) {                     \
+            UT v, x;                                                                           \
             memcpy(&v, o, sizeof v);                                                           \
-            if (atomic)                                                                        \
-                (void)ATOMIC_FETCH(&t[j], v, __ATOMIC_ACQ_REL);                                \
-            else                                                                               \
-                t[j] PLAIN_OP v;                                                               \
+            if (atomic) {                                                                      \
+                (void)ATOMIC_FETCH((UT *)(void *)t, v, __ATOMIC_ACQ_REL);                      \
+            } else {                                                                           \
+                memcpy(&x, t, sizeof x);                                                       \
+                x PLAIN_OP v;                                                                  \
+                memcpy(t, &x, sizeof x);                                                       \
+            }                                                                                  \
         }                                                                                      \
     }
 

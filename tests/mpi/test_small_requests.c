@@ -334,6 +334,16 @@ static void run(int flavor, MPI_Info info, bool path_on)
     t_win_free(&tw);
 }
 
+/* run() on an MPI_Win_allocate window with one info key set. */
+static void run_with(const char *key, const char *value, bool path_on)
+{
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, key, value);
+    run(F_ALLOCATE, info, path_on);
+    MPI_Info_free(&info);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -348,11 +358,6 @@ int main(int argc, char **argv)
     run(F_ALLOCATE, MPI_INFO_NULL, true);
     const uint64_t small_default = last_small;
     run(F_CREATE, MPI_INFO_NULL, true);
-    MPI_Info low;
-    MPI_Info_create(&low);
-    MPI_Info_set(low, "onesided_remote_request_max", "8192");
-    run(F_ALLOCATE, low, true);
-    MPI_Info_free(&low);
     /* The same operations. Under the default bound (1 MiB) every put of
      * the bursts is one request; under 8192 the contiguous 8193- and
      * 20000-byte ones go in 2 and 3 requests of at most 8192 bytes, so
@@ -360,6 +365,7 @@ int main(int argc, char **argv)
      * smaller of the two bounds). Were the default still 8192 they would
      * be equal; without the chunks, those puts would take UCX's path:
      * fewer. */
+    run_with("onesided_remote_request_max", "8192", true);
     if (expect_tcp)
         CHECK(last_small > small_default,
               "%llu requests under the default bound, %llu under 8192: expected more "
@@ -368,29 +374,17 @@ int main(int argc, char **argv)
     /* Gets as one request up to 8192 bytes: the bursts' contiguous 8193-
      * and 20000-byte gets go in 2 and 3 requests (one each under the
      * default, 64 KiB), their data checked as every time. */
-    MPI_Info small_gets;
-    MPI_Info_create(&small_gets);
-    MPI_Info_set(small_gets, "onesided_remote_get_request_max", "8192");
-    run(F_ALLOCATE, small_gets, true);
-    MPI_Info_free(&small_gets);
+    run_with("onesided_remote_get_request_max", "8192", true);
     if (expect_tcp)
         CHECK(last_small > small_default,
               "%llu requests under the default, %llu with gets of at most 8192 bytes per "
               "request: expected more there, large contiguous gets in chunks",
               (unsigned long long)small_default, (unsigned long long)last_small);
-    MPI_Info no_gets;
-    MPI_Info_create(&no_gets);
-    MPI_Info_set(no_gets, "onesided_remote_get_request_max", "0");
-    run(F_ALLOCATE, no_gets, true);
-    MPI_Info_free(&no_gets);
+    run_with("onesided_remote_get_request_max", "0", true);
     if (expect_tcp)
         CHECK(last_small < small_default,
               "%llu requests under the default, %llu with gets by UCX: expected fewer there",
               (unsigned long long)small_default, (unsigned long long)last_small);
-    MPI_Info off;
-    MPI_Info_create(&off);
-    MPI_Info_set(off, "onesided_remote_request_max", "0");
-    run(F_ALLOCATE, off, false);
-    MPI_Info_free(&off);
+    run_with("onesided_remote_request_max", "0", false);
     return t_finish("test_small_requests");
 }

@@ -183,16 +183,17 @@ static void test_atomic(void)
  * order, fetch before each update): scattered single elements (more runs
  * than it prefetches ahead, one element hit twice), runs of several
  * elements, the integer ops it loops over itself and ones it hands on, with
- * and without atomics and fetch; elements outside the runs untouched. */
+ * and without atomics and fetch, plain ones also misaligned by a byte;
+ * elements outside the runs untouched. */
 enum { RUN_TABLE = 512, RUN_COUNT = 100 };
 
 static void check_runs(os_op_t op, os_basic_t basic, size_t esize, size_t per_run, bool atomic,
-                       bool fetch)
+                       bool fetch, size_t skew)
 {
     _Alignas(16) unsigned char table[RUN_TABLE * 8], ref[RUN_TABLE * 8];
     unsigned char origin[RUN_COUNT * 3 * 8], got[RUN_COUNT * 3 * 8], want[RUN_COUNT * 3 * 8];
     os_block_t runs[RUN_COUNT];
-    const size_t slots = sizeof table / esize / per_run;
+    const size_t slots = (sizeof table - skew) / esize / per_run;
     uint64_t x = 88172645463325252ull + (uint64_t)op * 131 + esize;
     for (size_t i = 0; i < sizeof table; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -220,18 +221,18 @@ static void check_runs(os_op_t op, os_basic_t basic, size_t esize, size_t per_ru
     size_t pos = 0;
     for (size_t i = 0; i < RUN_COUNT; i++)
         for (size_t j = 0; j < per_run; j++, pos += esize) {
-            unsigned char *t = ref + runs[i].disp + j * esize;
+            unsigned char *t = ref + skew + runs[i].disp + j * esize;
             memcpy(want + pos, t, esize);
             if (op != OS_OP_NO_OP)
                 os_reduce(op, basic, esize, t, origin + pos, 1);
         }
     memset(got, 0, sizeof got);
-    os_reduce_runs(op, basic, esize, (char *)table, runs, RUN_COUNT,
+    os_reduce_runs(op, basic, esize, (char *)table + skew, runs, RUN_COUNT,
                    op == OS_OP_NO_OP ? NULL : (const char *)origin, fetch ? (char *)got : NULL,
                    atomic);
-    CHECK(!memcmp(table, ref, sizeof table), "runs: %s on %s x%zu (%s%s): table",
+    CHECK(!memcmp(table, ref, sizeof table), "runs: %s on %s x%zu (%s%s%s): table",
           os_op_name(op), os_basic_name(basic), per_run, atomic ? "atomic" : "plain",
-          fetch ? ", fetch" : "");
+          fetch ? ", fetch" : "", skew ? ", misaligned" : "");
     if (fetch)
         CHECK(!memcmp(got, want, bytes), "runs: %s on %s x%zu (%s): fetched", os_op_name(op),
               os_basic_name(basic), per_run, atomic ? "atomic" : "plain");
@@ -270,8 +271,13 @@ static void test_runs(void)
             for (size_t per_run = 1; per_run <= 3; per_run += 2)
                 for (int atomic = 0; atomic < 2; atomic++)
                     for (int fetch = 0; fetch < 2; fetch++)
-                        if (ops[o] != OS_OP_NO_OP || fetch)
-                            check_runs(ops[o], types[t].b, types[t].e, per_run, atomic, fetch);
+                        if (ops[o] != OS_OP_NO_OP || fetch) {
+                            check_runs(ops[o], types[t].b, types[t].e, per_run, atomic, fetch, 0);
+                            /* Plain updates need no alignment (the mutex's path). */
+                            if (!atomic)
+                                check_runs(ops[o], types[t].b, types[t].e, per_run, false,
+                                           fetch, 1);
+                        }
         }
     /* Atomic: four threads adding 1 to the same scattered words lose nothing
      * (the run list hits word 3's slot twice). */
