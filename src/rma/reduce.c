@@ -366,9 +366,9 @@ void os_reduce_atomic(os_op_t op, os_basic_t basic, size_t elem_size, void *targ
 /* ------------------------------------------------------------ scattered runs */
 
 /* How many runs ahead the target's memory is prefetched. Scattered elements
- * (RandomAccess's aggregated updates in an 8 MB table) miss in cache: with
- * one run's prefetch in flight the loop ran at 54 ns per element, 8 ahead
- * at 22, 16 ahead at 16 (this machine's CPU, a lone process). */
+ * (RandomAccess's aggregated updates in an 8 MB table) miss in cache:
+ * without a prefetch the loop ran at 54 ns per element, 8 runs ahead at 22,
+ * 16 ahead at 16 (this machine's CPU, a lone process). */
 enum { RUNS_AHEAD = 16 };
 
 /* The integer ops the CPU has as one instruction, on W-byte elements, with
