@@ -543,8 +543,6 @@ def summarize(data):
     for x in data.get("microbench", []):
         if x["flavor"] in ("allocate", "create", "create_allocmem", "allocate-busy") or \
                 x["flavor"].startswith(("vnode1", "hosts")):
-            if x["flavor"].startswith(("vnode1", "hosts")) and x["benchmark"].startswith("window "):
-                continue
             rows.append((f"microbench ({x['flavor']})", x["benchmark"], float(x["native_us"]),
                          float(x["onesided_us"]), "us", "lower"))
     for tag, sweep in [("", data.get("rma_sweep", [])), (" vnode1", data.get("rma_sweep_vnode1", [])),

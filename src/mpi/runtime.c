@@ -44,6 +44,7 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
         bool mine_done = false, entered = false;
         os_net_drain();
         os_ucx_quiesce();
+        os_net_finalize();
         PMPI_Barrier(MPI_COMM_WORLD);
         os_ucx_close_start();
         while (!flag) {
@@ -304,6 +305,7 @@ const char *onesided_stat_name(int stat)
         "create_shared_bytes", "am_served_in_host", "node_requests", "node_requests_served",
         "fallback_node_request_cma", "acc_mapped", "remote_small_requests",
         "lock_release_by_request", "lock_manager_first", "remote_mapped",
+        "complete_behind_rdma",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

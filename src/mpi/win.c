@@ -264,6 +264,7 @@ int MPI_Win_set_info(MPI_Win win, MPI_Info info)
     int rc = PMPI_Win_set_info(w->handle, info);
     if (rc != MPI_SUCCESS)
         return rc;
+    os_shell_hints_from_program(w->shell);
     if ((st = os_mpi_info_set(w, info)))
         return os_mpi_raise_win(win, "MPI_Win_set_info", st);
     /* Fixed at creation, because every process must make the same choice

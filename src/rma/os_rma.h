@@ -94,6 +94,8 @@ typedef struct {
     bool tcp_only;    /* REMOTE: UCX reaches the peer over TCP alone: its worker carries
                        * every put, get and atomic (net/origin.c sends small ones as
                        * requests, net/lock.c the lock release behind them) */
+    bool rma_before_req; /* REMOTE: RDMA toward it is applied before a later request of
+                          * ours is served (os_ucx_rma_before_am; the peer owns the key) */
     _Atomic bool lock_parked_seen; /* REMOTE, tcp_only: the last hybrid lock of this peer
                                     * found its network word parked (net/lock.c) */
 } os_peer_t;
@@ -269,6 +271,9 @@ typedef struct os_shell {
     /* the name the host gave the handle ("" in MPICH, "rdma window N" in
      * Open MPI, as for its own windows): each new window starts with it */
     char handle_name[MPI_MAX_OBJECT_NAME];
+    /* the hints the handle holds: none set since it was made, those plus
+     * alloc_shm, or a program's (os_shell_set_hints) */
+    enum { OS_HINTS_NONE, OS_HINTS_SHARED, OS_HINTS_PROGRAM } hints_held;
     os_shm_seg_t ctl;     /* the node's control area, laid out as below */
     size_t ctl_bytes, post_off, post_stride, regions_off;
     /* node requests: the lines (cleared with the rest for each window), then
@@ -348,7 +353,7 @@ typedef struct os_win {
                               * memory this one maps: its node server applies for them */
     /* passive-target locks of a window spanning nodes (net/lock.c) */
     _Atomic uint64_t *netword; /* this process's network lock word (UCX memory) */
-    os_ucx_reg_t netreg;
+    struct os_lockword_block *netword_block; /* where it came from (net/lockword.c) */
     uint64_t *nl_addr;         /* [nranks] every process's lock word... */
     void **nl_rkey;            /* ... and key: the node's own lockers use it too */
     os_hyb_mgr_t hyb;          /* this process's hybrid lock manager (under net/serve.c's lock) */
@@ -387,14 +392,21 @@ typedef struct os_win {
 /* A shell for a window over comm whose nodes are `nodes`: one left by a
  * freed window over comm, or a new one (collective over comm). */
 os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, os_shell_t **out);
-/* Give the host handle the window's hints (collective); shared: its memory
- * is in shared memory (allocate flavors), which the host would say of its
- * own window of that flavor unless told otherwise. */
+/* Give the host handle the window's hints (collective: called everywhere
+ * when any process finds its handle stale); shared: its memory is in
+ * shared memory (allocate flavors), which the host would say of its own
+ * window of that flavor unless told otherwise. */
 os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints, bool shared);
+/* Whether the handle must be given a new window's hints: it holds others. */
+bool os_shell_hints_stale(const os_shell_t *s, MPI_Info hints, bool shared);
+/* The program gave the window hints with MPI_Win_set_info. */
+void os_shell_hints_from_program(os_shell_t *s);
 /* A data segment of at least `bytes` for the node (collective over it). */
 os_status_t os_shell_data(os_shell_t *s, size_t bytes);
 /* Back to the cache, after the window's final barrier (collective). */
 void os_shell_put(os_shell_t *s);
+/* Whether os_shell_put keeps the data segment for the next window. */
+bool os_shell_keeps_data(const os_shell_t *s);
 /* MPI_Finalize: every cached shell goes (collective). */
 void os_shell_finalize(void);
 
@@ -484,6 +496,9 @@ os_status_t os_net_init(int nprocs, int me, const int *server_of);
 void os_net_wait_poll(void);
 /* Send what forwarding queues still hold (MPI_Finalize). */
 void os_net_drain(void);
+/* Give back what the network path keeps across windows (MPI_Finalize,
+ * after os_net_drain, before the endpoints close). */
+void os_net_finalize(void);
 os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes);
 void os_remote_win_teardown(os_win_t *w);
 os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr);

@@ -24,6 +24,7 @@ typedef struct {
     int32_t node;          /* world rank of the first process of its (virtual) node */
     int32_t lock, lock_policy, lock_streak; /* agreed: every locker must use one design */
     int32_t acc_direct;    /* agreed: a network atomic is atomic only if no process bulk-stores */
+    int32_t hints_stale;   /* agreed: the host handle needs the window's hints (collective) */
 } peer_info_t;
 
 MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size)
@@ -264,12 +265,14 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
 
     int world_rank;
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    const bool shared_flavor = flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED;
     mine = (peer_info_t){ .base = (uint64_t)(uintptr_t)base, .size = size,
                           .disp_unit = disp_unit, .pid = (int32_t)getpid(),
                           .fence_defer = cfg->fence_defer, .region_fd = -1,
                           .world = world_rank, .node = sh->node_first, .lock = cfg->lock,
                           .lock_policy = cfg->lock_policy, .lock_streak = cfg->lock_streak,
-                          .acc_direct = cfg->acc_direct };
+                          .acc_direct = cfg->acc_direct,
+                          .hints_stale = os_shell_hints_stale(sh, hints, shared_flavor) };
     if (region) {
         mine.region_fd = region->fd;
         mine.region_size = region->size;
@@ -291,7 +294,9 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, w->comm);
 
     /* Agreed values: every process must make the same choice. */
+    bool hints_stale = false;
     for (int r = 0; r < w->nranks; r++) {
+        hints_stale |= all[r].hints_stale != 0;
         if (all[r].fence_defer)
             w->cfg.fence_defer = 1;
         if (all[r].lock > w->cfg.lock)
@@ -368,10 +373,13 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
             break;
         }
     }
-    /* A data segment left by an earlier window holds its data: this
-     * process's part starts zeroed, as a new segment would. */
-    if ((flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED) && size > 0)
-        memset(w->peers[w->rank].base, 0, (size_t)size);
+    /* This process's part of the data starts zeroed, as in a new segment:
+     * a segment kept from an earlier window was zeroed by each process of
+     * that window at its free (os_win_free), before the collectives that
+     * made this one. Zeroed here, a part could be cleared after a node-mate
+     * that finished creating first had stored into it through
+     * MPI_Win_shared_query (once MPI_Win_set_info's barrier no longer ended
+     * every creation: os_shell_hints_stale). */
     if (flavor == OS_FLAVOR_CREATE && (st = create_acc_paths(w, all, &cma_needed)))
         goto fail;
     if (cma_needed && !os_shm_access().cma) {
@@ -414,8 +422,7 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
         w->base = base;
     /* The host handle keeps the hints, so MPI_Win_get_info reports them as
      * the host does. */
-    if ((st = os_shell_set_hints(sh, hints, flavor == OS_FLAVOR_ALLOCATE ||
-                                                flavor == OS_FLAVOR_SHARED)))
+    if (hints_stale && (st = os_shell_set_hints(sh, hints, shared_flavor)))
         goto fail;
     free(all);
     free(data_off);
@@ -472,6 +479,11 @@ os_status_t os_win_free(os_win_t *w)
      * the shell's control area is cleared for the next window only after
      * every process has left this one. */
     PMPI_Barrier(w->comm);
+    /* The shell keeps the data for the next window: zeroed for it (see
+     * win_create), by each process its own part, now that nobody uses it. */
+    if ((w->flavor == OS_FLAVOR_ALLOCATE || w->flavor == OS_FLAVOR_SHARED) && w->size > 0 &&
+        os_shell_keeps_data(w->shell))
+        memset(w->peers[w->rank].base, 0, (size_t)w->size);
     if (w->multinode) {
         /* A progress thread may still be serving this window's lock (a
          * migration of the hybrid lock moves tickets on the node's CPU

@@ -7,10 +7,72 @@
  * target's worker applies them, fragment by fragment) while the network
  * lock word, which UCX allocated, is released by a shared-memory atomic at
  * once: a release not preceded by a flush lets a reader in while the block
- * is half written. Run on virtual nodes of 2, every lock design. */
+ * is half written. Run on virtual nodes of 2, every lock design.
+ *
+ * Then the same for the end of a PSCW access epoch: rank 2 puts a block
+ * into rank 0 between MPI_Win_start and MPI_Win_complete, and rank 0 reads
+ * every word right after MPI_Win_wait; in a second epoch rank 2 gets the
+ * block back and checks every word right after MPI_Win_complete. Between
+ * virtual nodes the complete goes right behind the puts and gets, without
+ * a flush (stat complete_behind_rdma, required here): the transports of one
+ * host apply them first. (Over TCP the puts and gets of these sizes go as
+ * requests, not RDMA: test_small_requests.) */
 #include "common.h"
 
+#include <onesided.h>
+
 enum { ROUNDS = 30, WORDS = 1 << 17 }; /* 1 MB of int64 */
+
+/* Block sizes of the PSCW rounds, in words: one put, UCX's eager sizes,
+ * its largest. */
+static const int pscw_words[] = { 1, 1024, WORDS };
+
+static void pscw_rounds(MPI_Win win, int64_t *mem)
+{
+    MPI_Group world, peer;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    const int other = t_rank == 0 ? 2 : 0;
+    MPI_Group_incl(world, 1, &other, &peer);
+    long wrong_at_target = 0, wrong_at_origin = 0;
+    int64_t *block = t_rank == 2 ? malloc(sizeof *block * WORDS) : NULL;
+    for (int64_t r = 1; r <= ROUNDS; r++) {
+        const int n = pscw_words[r % 3];
+        for (int epoch = 0; epoch < 2 && (t_rank == 0 || t_rank == 2); epoch++) {
+            if (t_rank == 0) {
+                MPI_Win_post(peer, 0, win);
+                MPI_Win_wait(win);
+                for (int i = 0; i < n && epoch == 0; i++)
+                    wrong_at_target += mem[i] != -r;
+                continue;
+            }
+            for (int i = 0; i < n; i++)
+                block[i] = epoch == 0 ? -r : 0;
+            MPI_Win_start(peer, 0, win);
+            if (epoch == 0)
+                MPI_Put(block, n, MPI_INT64_T, 0, 0, n, MPI_INT64_T, win);
+            else
+                MPI_Get(block, n, MPI_INT64_T, 0, 0, n, MPI_INT64_T, win);
+            MPI_Win_complete(win);
+            for (int i = 0; i < n && epoch == 1; i++)
+                wrong_at_origin += block[i] != -r;
+        }
+    }
+    CHECK(wrong_at_target == 0, "rank 0 found %ld words of rank 2's PSCW puts missing after "
+          "MPI_Win_wait", wrong_at_target);
+    CHECK(wrong_at_origin == 0, "rank 2 found %ld words of its PSCW gets missing after "
+          "MPI_Win_complete", wrong_at_origin);
+    if (t_rank == 2) {
+        /* The completes took the path under test. */
+        onesided_win_stats_t st;
+        CHECK(onesided_win_get_stats(win, &st) == MPI_SUCCESS, "onesided_win_get_stats");
+        const uint64_t behind = st.counter[ONESIDED_STAT_COMPLETE_BEHIND_RDMA];
+        CHECK(behind == 2 * ROUNDS, "%llu of %d PSCW completes went behind the RDMA without a "
+              "flush", (unsigned long long)behind, 2 * ROUNDS);
+    }
+    free(block);
+    MPI_Group_free(&peer);
+    MPI_Group_free(&world);
+}
 
 int main(int argc, char **argv)
 {
@@ -51,6 +113,7 @@ int main(int argc, char **argv)
     long all_torn = 0;
     MPI_Allreduce(&torn, &all_torn, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     CHECK(all_torn == 0, "readers saw %ld half-written blocks", all_torn);
+    pscw_rounds(win, mem);
     MPI_Win_free(&win);
     free(mem);
     return t_finish("test_release_order");

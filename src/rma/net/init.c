@@ -1,7 +1,8 @@
 /* Starting the network path at MPI_Init: the layer that moves messages
  * (forward.c) learns where to hand what arrives: requests to the request
  * server (serve.c), replies to the origin's reply handler (request.c). The
- * only file that knows both ends, so that neither calls the other. */
+ * only file that knows both ends, so that neither calls the other. And
+ * ending it at MPI_Finalize: what it keeps across windows. */
 #include "os_net.h"
 
 os_status_t os_net_init(int nprocs, int me, const int *server_of)
@@ -13,4 +14,9 @@ os_status_t os_net_init(int nprocs, int me, const int *server_of)
         .retry = os_serve_retry,
     };
     return os_fwd_setup(nprocs, me, server_of, &up);
+}
+
+void os_net_finalize(void)
+{
+    os_lockword_finalize();
 }

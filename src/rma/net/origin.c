@@ -536,17 +536,26 @@ os_status_t os_remote_post(os_win_t *w, int origin)
  * (serve.c), so where the epoch's operations all went as requests on the
  * direct route, the complete goes right behind them without waiting for
  * their acknowledgements first: one round trip instead of two. RDMA of the
- * epoch takes UCX's paths, which nothing orders with a request: flushed
- * first; so are requests on another route, applied by the target node's
- * server rather than the target. */
+ * epoch takes UCX's paths, which in general nothing orders with a request:
+ * flushed first, unless the transports toward the target apply it before
+ * they deliver a later request (rma_before_req: on one host, the RDMA to
+ * memory UCX did not allocate is emulated by the target's worker, and the
+ * flush was a second round trip: PSCW between virtual nodes on
+ * MPI_Win_create memory 1.2-1.3x native MPICH's epoch). Requests on
+ * another route are applied by the target node's server rather than the
+ * target: flushed first too. */
 os_status_t os_remote_complete(os_win_t *w, int target)
 {
     os_status_t st = OS_OK;
-    if (w->dirty[target] || w->route != OS_ROUTE_DIRECT)
+    if (w->route != OS_ROUTE_DIRECT || (w->dirty[target] && !w->peers[target].rma_before_req))
         st = os_remote_flush(w, target);
+    else if (w->dirty[target])
+        OS_STAT(w, COMPLETE_BEHIND_RDMA, 1);
     req_hdr_t h = { .kind = K_COMPLETE };
     os_status_t st2 = os_req_call(w, target, &h, NULL, 0, NULL, 0);
     os_req_await_acks(w, target); /* answered before the complete: arrived already */
+    if (!st2)
+        w->dirty[target] = 0; /* the answer came after the RDMA's */
     return st ? st : st2;
 }
 

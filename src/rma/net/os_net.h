@@ -7,6 +7,7 @@
  * Layers, each calling only those listed before it (as MPICH ch4 keeps its
  * netmod apart from its shm path):
  *   route_table.c  which process a message goes to next (os_route.h; pure)
+ *   lockword.c     network lock words, pooled, and peers' keys to them
  *   forward.c      moving messages: sending (direct or along a route),
  *                  forwarding and aggregating for others, answering, and
  *                  handing what arrives for this process to the handlers
@@ -71,6 +72,23 @@ typedef struct {
 /* How the lock manager answered a lock request (K_LOCK's `basic` is 1 for a
  * hybrid request, one that found the network word parked). */
 typedef enum { GRANT_CPU, GRANT_NET, GRANT_RETRY } grant_t;
+
+/* lockword.c: a window's network lock word in this process, from blocks
+ * UCX allocated and kept until MPI_Finalize (why there); a cache line each,
+ * not cleared (the window does it before its key is known). */
+typedef struct os_lockword_block os_lockword_block_t;
+os_status_t os_lockword_get(_Atomic uint64_t **word, os_lockword_block_t **block);
+/* Back to the pool once nobody may touch it (the window's free). */
+void os_lockword_put(_Atomic uint64_t *word, os_lockword_block_t *block);
+/* The block's packed key and its address in this process, for the peers. */
+void os_lockword_key(const os_lockword_block_t *b, const void **key, size_t *len,
+                     uint64_t *block_addr);
+/* Process `peer`'s block at block_addr: its key, unpacked on first use and
+ * kept (the cache owns *rkey). */
+os_status_t os_lockword_rkey(int peer, uint64_t block_addr, const void *key, void **rkey);
+/* Destroys the keys and gives the blocks back to UCX (MPI_Finalize, before
+ * the endpoints close). */
+void os_lockword_finalize(void);
 
 /* forward.c: moving messages (the lowest layer; see above). */
 /* What forward.c hands messages addressed to this process to. */

@@ -7,7 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t next_id = 1; /* window ids: the same in every process of a window */
+/* Window ids, the same in every process of a window and unique in the job:
+ * the window's rank 0 names it, by its MPI_COMM_WORLD rank and a count of
+ * its own (atomic: threads may create windows over different communicators
+ * at once; a largest count agreed over the window could give two windows
+ * created at once in one process the same id). */
+static _Atomic uint32_t windows_named;
 
 /* ------------------------------------------------------- window lifetime */
 
@@ -15,7 +20,9 @@ static uint64_t next_id = 1; /* window ids: the same in every process of a windo
  * the two packed keys follow in one allgatherv. */
 typedef struct {
     uint64_t base;      /* window memory */
-    uint64_t word;      /* network lock word */
+    uint64_t id;        /* the window's id, if this process names it (rank 0) */
+    uint64_t word;      /* network lock word ... */
+    uint64_t word_block; /* ... in the block whose key it is (lockword.c) */
     int32_t key_len;    /* the memory's packed key (0: none) */
     int32_t word_key_len;
     int32_t rdma_world; /* whose endpoint reaches the memory */
@@ -29,7 +36,6 @@ typedef struct {
 static os_status_t remote_alloc(os_win_t *w)
 {
     const int n = w->nranks;
-    void *word;
     os_status_t st;
     w->dirty = calloc((size_t)n, 1);
     w->acks = calloc((size_t)n, sizeof *w->acks);
@@ -39,9 +45,8 @@ static os_status_t remote_alloc(os_win_t *w)
     w->nl_rkey = calloc((size_t)n, sizeof *w->nl_rkey);
     if (!w->dirty || !w->acks || !w->lock_how || !w->kept || !w->nl_addr || !w->nl_rkey)
         return OS_ERR(OS_ERR_NOMEM, "window of %d processes", n);
-    if ((st = os_ucx_mem_alloc(OS_CACHELINE, &w->netreg, &word)))
+    if ((st = os_lockword_get(&w->netword, &w->netword_block)))
         return st;
-    w->netword = word;
     atomic_store(w->netword, 0);
     w->lock_rng = (uint64_t)w->peers[w->rank].world * 0x9e3779b97f4a7c15ull + 1;
     if (w->cfg.lock == OS_LOCK_HYBRID) {
@@ -94,10 +99,6 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
     const char *key;
     char *mykeys = NULL, *keys = NULL;
     int *lens = NULL, *displs = NULL;
-    uint64_t id = next_id;
-    PMPI_Allreduce(MPI_IN_PLACE, &id, 1, MPI_UINT64_T, MPI_MAX, w->comm);
-    next_id = id + 1;
-    w->id = id;
     if ((st = remote_alloc(w)))
         return st;
     w->route = w->cfg.route;
@@ -120,12 +121,7 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
         if (r != w->rank && w->peers[r].access == OS_PEER_DIRECT)
             st = os_hmap_put(&w->node_mates, (uintptr_t)w->peers[r].world + 1,
                              (void *)(intptr_t)(r + 1));
-    /* Registered before anybody can learn our keys: no request can arrive
-     * for a window we do not know. */
-    if (st || (st = os_serve_register(w)))
-        return st;
-
-    if ((st = memory_key(w, base, bytes, &me, &key)))
+    if (st || (st = memory_key(w, base, bytes, &me, &key)))
         return st;
     /* Over TCP alone, UCX emulates network atomics in the worker of the
      * key's owner. Asked of every endpoint here and agreed below: lanes are
@@ -134,8 +130,11 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
     for (int r = 0; r < n && me.tcp_only; r++)
         if (w->peers[r].access == OS_PEER_REMOTE)
             me.tcp_only = os_ucx_tcp_only(w->peers[r].world);
+    const void *word_key;
+    size_t word_key_len;
+    os_lockword_key(w->netword_block, &word_key, &word_key_len, &me.word_block);
     me.word = (uint64_t)(uintptr_t)w->netword;
-    me.word_key_len = (int32_t)w->netreg.rkey_len;
+    me.word_key_len = (int32_t)word_key_len;
     const int mylen = me.key_len + me.word_key_len;
     all = malloc(sizeof *all * (size_t)n);
     lens = malloc(sizeof *lens * (size_t)n);
@@ -147,8 +146,15 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
     }
     if (me.key_len)
         memcpy(mykeys, key, (size_t)me.key_len);
-    memcpy(mykeys + me.key_len, w->netreg.rkey_buf, (size_t)me.word_key_len);
+    memcpy(mykeys + me.key_len, word_key, (size_t)me.word_key_len);
+    if (w->rank == 0)
+        me.id = (uint64_t)(w->peers[0].world + 1) << 32 | atomic_fetch_add(&windows_named, 1);
     PMPI_Allgather(&me, sizeof me, MPI_BYTE, all, sizeof me, MPI_BYTE, w->comm);
+    /* Registered before the keys go out (the allgatherv below): no request
+     * can arrive for a window we do not know. */
+    w->id = all[0].id;
+    if ((st = os_serve_register(w)))
+        goto out;
     int total = 0;
     for (int r = 0; r < n; r++) {
         displs[r] = total;
@@ -170,7 +176,8 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
     for (int r = 0; r < n && !st; r++) {
         os_peer_t *p = &w->peers[r];
         w->nl_addr[r] = all[r].word;
-        st = os_ucx_rkey_unpack(p->world, keys + displs[r] + all[r].key_len, &w->nl_rkey[r]);
+        st = os_lockword_rkey(p->world, all[r].word_block, keys + displs[r] + all[r].key_len,
+                              &w->nl_rkey[r]);
         p->word_zero_copy = !st && os_ucx_rkey_ptr(w->nl_rkey[r], all[r].word) != NULL;
         if (st || p->access != OS_PEER_REMOTE)
             continue;
@@ -192,6 +199,7 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
          * was unpacked toward it): it shares the target's host, hence its
          * transports, and a routed window opens no endpoint to the target. */
         p->tcp_only = !st && os_ucx_tcp_only(p->rdma_world);
+        p->rma_before_req = !st && p->rdma_world == p->world && os_ucx_rma_before_am(p->world);
         os_ucx_report_transports(p->rdma_world);
     }
     if (!st && w->cfg.progress)
@@ -215,9 +223,12 @@ void os_remote_win_teardown(os_win_t *w)
             w->peers[r].rkey = NULL;
         }
     os_ucx_mem_unmap(&w->reg);
-    for (int r = 0; w->nl_rkey && r < w->nranks; r++)
-        os_ucx_rkey_destroy(w->nl_rkey[r]);
-    os_ucx_mem_unmap(&w->netreg);
+    /* Nobody touches the word any more: the others' operations ended before
+     * MPI_Win_free's barrier, this process's progress thread stopped
+     * serving the window above. The keys to the others' words stay in
+     * lockword.c's cache. */
+    os_lockword_put(w->netword, w->netword_block);
+    w->netword = NULL;
     free(w->nl_rkey);
     free(w->nl_addr);
     free(w->lock_how);

@@ -64,6 +64,16 @@ void os_ucx_report_transports(int peer);
 /* Every transport UCX uses toward peer is TCP (no RDMA: its worker carries
  * each put and get). */
 bool os_ucx_tcp_only(int peer);
+/* Every transport UCX uses toward peer is shared memory or a copy on this
+ * host (what processes of one host use where CMA is refused, or between
+ * virtual nodes): an RDMA operation toward peer is either done when the
+ * call returns (CMA, KNEM, memory a transport maps) or emulated with active
+ * messages that peer's worker handles on the lane our active messages
+ * take, in order. So a message sent after it is handled after it is
+ * applied, and the answer to that message comes after a get's data. Not
+ * over TCP, where UCX may give RDMA a connection of its own, nor on RDMA
+ * hardware. */
+bool os_ucx_rma_before_am(int peer);
 
 /* Operations in flight that the caller completes one by one (request-based
  * RMA): each put or get given one counts itself in `pending` until UCX

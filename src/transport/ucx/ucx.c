@@ -23,8 +23,8 @@ static struct {
     char *addrs;       /* every process's worker address */
     size_t *off, *len;
     ucp_ep_h *eps;     /* created on first use */
-    _Atomic int8_t *tcp_only; /* per peer, os_ucx_tcp_only's answer: 0 not asked, 1 yes,
-                               * -1 no (windows of several threads may ask at once) */
+    _Atomic int8_t *lanes; /* per peer, LANES_* of its endpoint: 0 not asked yet
+                            * (windows of several threads may ask at once) */
     /* Every call into the worker, the context, endpoints, keys and requests
      * holds it (recursive: active-message handlers send under it). */
     pthread_mutex_t lock;
@@ -57,7 +57,7 @@ static __thread bool in_progress_thread;
 static __thread bool in_host_progress;
 static __thread int in_handler;
 
-static void app_waits(void);
+static void app_waits(bool now);
 
 static os_status_t ucs_err(ucs_status_t s, const char *what)
 {
@@ -131,8 +131,8 @@ os_status_t os_ucx_set_peers(int n, const char *addrs, const size_t *off, const 
     U.off = malloc(sizeof *U.off * (size_t)n);
     U.len = malloc(sizeof *U.len * (size_t)n);
     U.eps = calloc((size_t)n, sizeof *U.eps);
-    U.tcp_only = calloc((size_t)n, sizeof *U.tcp_only);
-    if (!U.addrs || !U.off || !U.len || !U.eps || !U.tcp_only)
+    U.lanes = calloc((size_t)n, sizeof *U.lanes);
+    if (!U.addrs || !U.off || !U.len || !U.eps || !U.lanes)
         return OS_ERR(OS_ERR_NOMEM, "address table of %d processes", n);
     memcpy(U.addrs, addrs, total);
     memcpy(U.off, off, sizeof *off * (size_t)n);
@@ -172,7 +172,7 @@ static os_status_t wait_req(void *req, const char *what)
         return OS_OK;
     if (UCS_PTR_IS_ERR(req))
         return ucs_err(UCS_PTR_STATUS(req), what);
-    app_waits(); /* before the first look: the progress thread stays off */
+    app_waits(true); /* before the first look: the progress thread stays off */
     os_backoff_t b = OS_BACKOFF_INIT;
     ucs_status_t s;
     for (;;) {
@@ -270,8 +270,8 @@ void os_ucx_finalize(void)
     free(U.off);
     free(U.len);
     free(U.eps);
-    free((void *)U.tcp_only);
-    U.tcp_only = NULL;
+    free((void *)U.lanes);
+    U.lanes = NULL;
     U.worker = NULL;
     U.ctx = NULL;
     U.npeers = 0;
@@ -401,20 +401,36 @@ void os_ucx_report_transports(int peer)
  * ucp_ep_print_info writes ("lane[0]:  2:tcp/eth0.0 md[1] -> ..."); a table
  * it cannot read says no, which keeps UCX's own operations. Asked once per
  * peer (the lanes of an endpoint do not change). */
-bool os_ucx_tcp_only(int peer)
+/* What the lanes toward a peer are, read from ucp_ep_print_info (UCX 1.13
+ * has no query for it), once per peer. */
+enum { LANES_KNOWN = 1, LANES_TCP = 2, LANES_ON_HOST = 4 };
+
+/* Transports of this host that complete an RDMA operation inside the call
+ * (CMA and KNEM copy, xpmem and the segments map) or have none, so that UCX
+ * emulates it with active messages on the endpoint's active-message lane. */
+static bool on_host_transport(const char *name)
+{
+    static const char *const names[] = { "sysv/", "posix/", "xpmem/", "cma/", "knem/", "self/" };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strncmp(name, names[i], strlen(names[i])))
+            return true;
+    return false;
+}
+
+static int lanes_of(int peer)
 {
     ucp_ep_h ep = NULL;
     char *text = NULL;
     size_t len = 0;
-    int lanes = 0, tcp = 0;
+    int lanes = 0, tcp = 0, on_host = 0;
     if (peer < 0 || peer >= U.npeers || endpoint(peer, &ep))
-        return false;
-    const int8_t known = atomic_load_explicit(&U.tcp_only[peer], memory_order_relaxed);
+        return 0;
+    const int8_t known = atomic_load_explicit(&U.lanes[peer], memory_order_relaxed);
     if (known)
-        return known > 0;
+        return known;
     FILE *f = open_memstream(&text, &len);
     if (!f)
-        return false;
+        return 0;
     LOCK();
     ucp_ep_print_info(ep, f);
     UNLOCK();
@@ -431,11 +447,24 @@ bool os_ucx_tcp_only(int peer)
         lanes++;
         if (*c == ':' && !strncmp(c + 1, "tcp/", 4))
             tcp++;
+        if (*c == ':' && on_host_transport(c + 1))
+            on_host++;
     }
     free(text);
-    const bool yes = lanes > 0 && tcp == lanes;
-    atomic_store_explicit(&U.tcp_only[peer], yes ? 1 : -1, memory_order_relaxed);
-    return yes;
+    const int8_t v = (int8_t)(LANES_KNOWN | (lanes > 0 && tcp == lanes ? LANES_TCP : 0) |
+                              (lanes > 0 && on_host == lanes ? LANES_ON_HOST : 0));
+    atomic_store_explicit(&U.lanes[peer], v, memory_order_relaxed);
+    return v;
+}
+
+bool os_ucx_tcp_only(int peer)
+{
+    return lanes_of(peer) & LANES_TCP;
+}
+
+bool os_ucx_rma_before_am(int peer)
+{
+    return lanes_of(peer) & LANES_ON_HOST;
 }
 
 /* -------------------------------------------------------- RDMA, atomics */
@@ -750,10 +779,16 @@ static uint64_t now_us(void)
     return (uint64_t)(os_now() * 1e6);
 }
 
-/* An application thread waits in one of onesided's loops, polling. */
-static void app_waits(void)
+/* An application thread waits in one of onesided's loops, polling. The
+ * progress thread compares the stamp with OS_UCX_APP_ACTIVE_US (1 ms): one
+ * every 16th poll of a loop (a few microseconds apart) is fresh enough,
+ * and a clock read in every poll, twice, was 15-19 % of the cycles of an
+ * origin waiting for its flush (30 ns a read on this VM). `now`: stamp at
+ * once (a wait begins, or a poll did work, which may have taken long). */
+static void app_waits(bool now)
 {
-    if (!in_progress_thread)
+    static __thread unsigned polls;
+    if (!in_progress_thread && (now || ++polls % 16 == 0))
         atomic_store_explicit(&U.app_waited_us, now_us(), memory_order_relaxed);
 }
 
@@ -765,13 +800,14 @@ unsigned os_ucx_progress(void)
      * its completion). Never two at once: with two threads progressing,
      * UCX 1.13's TCP transport left messages undelivered under load. */
     unsigned n = 0, seen = 1; /* another thread progresses: it saw what came */
-    app_waits();
+    app_waits(false);
     if (U.worker && !pthread_mutex_trylock(&U.lock)) {
         seen = n = ucp_worker_progress(U.worker);
         UNLOCK();
         /* Again at the end: one progress may have taken a millisecond
          * (sending or receiving a megabyte over TCP). */
-        app_waits();
+        if (n)
+            app_waits(true);
     }
     if (U.idle_hook && !in_handler)
         (void)U.idle_hook(seen);
@@ -819,7 +855,11 @@ unsigned os_ucx_progress_for_host(void)
         }
         UNLOCK();
     }
-    last_end = now_us();
+    /* A poll that found nothing took well under a microsecond: its start
+     * is its end. One clock read per empty poll instead of two (30 ns each
+     * on this VM, against a host poll of about 100: the hook runs in every
+     * round of every host collective, onesided's barriers included). */
+    last_end = n ? now_us() : t;
     if (!os_oversubscribed && streak >= OS_UCX_HOST_STREAK && last_end > t + OS_UCX_HOST_GAP_US)
         atomic_store_explicit(&U.host_loop_until_us, last_end + OS_UCX_HOST_LOOP_US,
                               memory_order_relaxed);
