@@ -117,9 +117,19 @@ static void start_network(bool needed)
     PMPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
     if (!spans)
         return;
+    /* Every process on this host (a job of virtual nodes, or one that needs
+     * the network only because CMA is refused): no peer needs a network
+     * transport. */
+    MPI_Comm host;
+    int hsize = 0, one_host;
+    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+    PMPI_Comm_size(host, &hsize);
+    PMPI_Comm_free(&host);
+    one_host = hsize == wsize;
+    PMPI_Allreduce(MPI_IN_PLACE, &one_host, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     void *addr = NULL;
     size_t len = 0;
-    int ok = os_ucx_init(&addr, &len) == OS_OK, all_ok;
+    int ok = os_ucx_init(one_host, &addr, &len) == OS_OK, all_ok;
     PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     if (!all_ok) {
         os_log(1, "the UCX transport did not start everywhere: windows spanning nodes will "

@@ -271,9 +271,10 @@ typedef struct os_shell {
     /* the name the host gave the handle ("" in MPICH, "rdma window N" in
      * Open MPI, as for its own windows): each new window starts with it */
     char handle_name[MPI_MAX_OBJECT_NAME];
-    /* the hints the handle holds: none set since it was made, those plus
-     * alloc_shm, or a program's (os_shell_set_hints) */
-    enum { OS_HINTS_NONE, OS_HINTS_SHARED, OS_HINTS_PROGRAM } hints_held;
+    /* the hints the handle holds: the host's defaults as os_shell_set_hints
+     * gives them, those plus alloc_shm, or others (a program's, or a new
+     * handle's own, which may differ from them by the handle's kind) */
+    enum { OS_HINTS_NONE, OS_HINTS_SHARED, OS_HINTS_OTHER } hints_held;
     os_shm_seg_t ctl;     /* the node's control area, laid out as below */
     size_t ctl_bytes, post_off, post_stride, regions_off;
     /* node requests: the lines (cleared with the rest for each window), then

@@ -222,6 +222,7 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nod
     s->comm = MPI_COMM_NULL;
     s->group = MPI_GROUP_NULL;
     s->handle = MPI_WIN_NULL;
+    s->hints_held = OS_HINTS_OTHER; /* its first window sets them */
     s->nodes = nodes;
     /* Every process decides alike: os_threaded is the same everywhere
      * (MPI_Init_thread's answer), and the cache's state follows the
@@ -350,7 +351,7 @@ bool os_shell_hints_stale(const os_shell_t *s, MPI_Info hints, bool shared)
 
 void os_shell_hints_from_program(os_shell_t *s)
 {
-    s->hints_held = OS_HINTS_PROGRAM;
+    s->hints_held = OS_HINTS_OTHER;
 }
 
 os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints, bool shared)
@@ -381,7 +382,7 @@ os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints, bool shared)
     }
     int rc = PMPI_Win_set_info(s->handle, all);
     PMPI_Info_free(&all);
-    s->hints_held = hints != MPI_INFO_NULL ? OS_HINTS_PROGRAM
+    s->hints_held = hints != MPI_INFO_NULL ? OS_HINTS_OTHER
                     : shared               ? OS_HINTS_SHARED
                                            : OS_HINTS_NONE;
     return rc == MPI_SUCCESS ? OS_OK

@@ -21,8 +21,9 @@
 #include "../../util/os_util.h"
 
 /* Create the context and worker; *addr (len bytes) is this worker's address,
- * to be exchanged with every process and freed with free(). */
-os_status_t os_ucx_init(void **addr, size_t *len);
+ * to be exchanged with every process and freed with free(). one_host: every
+ * peer is on this host (ucx.c says what that changes). */
+os_status_t os_ucx_init(bool one_host, void **addr, size_t *len);
 bool os_ucx_active(void);
 /* Install every process's worker address: n entries, entry i at addrs+off[i]
  * with len[i] bytes. Copied; endpoints are created on first use. */
