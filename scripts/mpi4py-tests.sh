@@ -51,7 +51,8 @@ for np in $nps; do
     rc=$?
     set -e
     # No match is a normal outcome here (no failures): keep grep from ending the script.
-    ran=$({ grep -Eo '^Ran [0-9]+ tests' "$log" || true; } | tail -1 | { grep -Eo '[0-9]+' || echo 0; })
+    # Not anchored: the ranks' outputs interleave ("-----Ran 228 tests").
+    ran=$({ grep -Eo 'Ran [0-9]+ tests' "$log" || true; } | tail -1 | { grep -Eo '[0-9]+' || echo 0; })
     failed=$({ grep -Eo '(failures|errors)=[0-9]+' "$log" || true; } | awk -F= '{s += $2} END {print s + 0}')
     if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi
     echo "mpi4py $ver on $np processes ($where): $ran tests run, $failed failed"
