@@ -406,15 +406,12 @@ void os_ucx_report_transports(int peer)
     free(text);
 }
 
-/* Whether every lane UCX chose toward peer is TCP. Then UCX has no RDMA
- * there: the peer's worker reads each put, get and atomic off the socket and
- * carries it out, like a request. UCX 1.13 has no query for an endpoint's
- * transports (ucp_ep_query's came in 1.14), so this reads the lane table
+/* What the lanes UCX chose toward a peer are (os_ucx.h says what each
+ * answer means). UCX 1.13 has no query for an endpoint's transports
+ * (ucp_ep_query's came in 1.14), so this reads the lane table
  * ucp_ep_print_info writes ("lane[0]:  2:tcp/eth0.0 md[1] -> ..."); a table
- * it cannot read says no, which keeps UCX's own operations. Asked once per
- * peer (the lanes of an endpoint do not change). */
-/* What the lanes toward a peer are, read from ucp_ep_print_info (UCX 1.13
- * has no query for it), once per peer. */
+ * it cannot read says no to both, which keeps UCX's own operations. Asked
+ * once per peer (the lanes of an endpoint do not change). */
 enum { LANES_KNOWN = 1, LANES_TCP = 2, LANES_ON_HOST = 4 };
 
 /* Transports of this host that complete an RDMA operation inside the call
