@@ -45,7 +45,9 @@ static os_status_t copy_run(void *ctx, char *dst, char *src, size_t len)
 }
 
 /* Gathers run pairs into iovec batches for process_vm_{readv,writev};
- * runs in the peer's zone mapped here are copied at once instead. */
+ * runs in the peer's zone mapped here are copied at once instead. The
+ * arrays are 32 KB: a batch is set up field by field (cma_batch_init),
+ * never by an initializer, which would zero them on every operation. */
 typedef struct {
     const os_peer_t *peer;
     bool write;
@@ -53,6 +55,14 @@ typedef struct {
     size_t n;
     struct iovec local[OS_CMA_IOV], remote[OS_CMA_IOV];
 } cma_batch_t;
+
+static void cma_batch_init(cma_batch_t *b, const os_peer_t *peer, bool write)
+{
+    b->peer = peer;
+    b->write = write;
+    b->used = false;
+    b->n = 0;
+}
 
 static os_status_t cma_flush(cma_batch_t *b)
 {
@@ -78,20 +88,33 @@ static os_status_t cma_run(void *ctx, char *remote, char *local, size_t len)
     return ++b->n == OS_CMA_IOV ? cma_flush(b) : OS_OK;
 }
 
-os_status_t os_apply_move(os_win_t *w, int target, bool to_target, char *taddr,
+/* Moves between target memory and local memory; *cma says whether some
+ * run went by CMA (the caller counts the operation once). */
+static os_status_t move(os_win_t *w, int target, bool to_target, char *taddr,
                         const os_dtype_t *ttype, size_t tcount, const void *laddr,
-                        const os_dtype_t *ltype, size_t lcount)
+                        const os_dtype_t *ltype, size_t lcount, bool *cma)
 {
     os_cursor_t tc, lc;
     os_cursor_init(&tc, ttype, taddr, tcount);
     os_cursor_init(&lc, ltype, laddr, lcount);
     if (w->peers[target].access == OS_PEER_DIRECT)
         return to_target ? walk_pair(&tc, &lc, copy_run, NULL) : walk_pair(&lc, &tc, copy_run, NULL);
-    cma_batch_t b = { .peer = &w->peers[target], .write = to_target };
+    cma_batch_t b;
+    cma_batch_init(&b, &w->peers[target], to_target);
     os_status_t st = walk_pair(&tc, &lc, cma_run, &b);
     if (!st)
         st = cma_flush(&b);
-    if (b.used)
+    *cma |= b.used;
+    return st;
+}
+
+os_status_t os_apply_move(os_win_t *w, int target, bool to_target, char *taddr,
+                        const os_dtype_t *ttype, size_t tcount, const void *laddr,
+                        const os_dtype_t *ltype, size_t lcount)
+{
+    bool cma = false;
+    os_status_t st = move(w, target, to_target, taddr, ttype, tcount, laddr, ltype, lcount, &cma);
+    if (cma)
         OS_STAT(w, FALLBACK_CMA, 1);
     return st;
 }
@@ -166,7 +189,7 @@ static void acc_bulk_exit(os_win_t *w, int target)
 
 /* One run of an accumulate on a CMA peer's private memory, the accumulate
  * mutex held: read, combine, write back. */
-static os_status_t acc_run_cma(os_win_t *w, const os_peer_t *p, char *run, size_t len,
+static os_status_t acc_run_cma(const os_peer_t *p, char *run, size_t len,
                                os_op_t rop, os_basic_t basic, size_t esize, const char *odata,
                                char *fdata)
 {
@@ -182,7 +205,6 @@ static os_status_t acc_run_cma(os_win_t *w, const os_peer_t *p, char *run, size_
             st = os_cma_put(p->pid, run, tmp, len);
         }
     }
-    OS_STAT(w, FALLBACK_CMA, 1);
     if (tmp != stack)
         free(tmp);
     return st;
@@ -255,14 +277,14 @@ static os_status_t cma_io(pid_t pid, bool write, struct iovec *local, struct iov
 }
 
 /* Apply the gathered runs, the accumulate mutex held. */
-static os_status_t cma_runs_apply(os_win_t *w, const os_peer_t *p, const cma_runs_t *c,
+static os_status_t cma_runs_apply(const os_peer_t *p, const cma_runs_t *c,
                                   os_op_t rop, os_basic_t basic, size_t esize, const char *odata,
                                   char *fdata)
 {
     os_status_t st = OS_OK;
     if (c->n == 1 || cma_runs_overlap(c)) {
         for (size_t i = 0; i < c->n && !st; i++)
-            st = acc_run_cma(w, p, c->run[i].remote, c->run[i].len, rop, basic, esize,
+            st = acc_run_cma(p, c->run[i].remote, c->run[i].len, rop, basic, esize,
                              odata ? odata + c->run[i].pos : NULL,
                              fdata ? fdata + c->run[i].pos : NULL);
         return st;
@@ -291,7 +313,6 @@ static os_status_t cma_runs_apply(os_win_t *w, const os_peer_t *p, const cma_run
     }
     if (rop != OS_OP_NO_OP)
         st = cma_io(p->pid, true, local, remote, c->n);
-    OS_STAT(w, FALLBACK_CMA, 1);
 out:
     free(tmp);
     free(local);
@@ -398,9 +419,12 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
                 pos += len;
             }
         }
-        if (edges.n && (st = cma_runs_apply(w, p, &edges, rop, basic, esize, odata,
-                                            fetch ? fdata : NULL)))
-            goto out;
+        if (edges.n) {
+            OS_STAT(w, FALLBACK_CMA, 1); /* once for the operation */
+            if ((st = cma_runs_apply(p, &edges, rop, basic, esize, odata,
+                                     fetch ? fdata : NULL)))
+                goto out;
+        }
     } else {
         /* Memory reached by CMA: read, combine here, write back, all under
          * the target's accumulate mutex (or an exclusive lock). */
@@ -409,15 +433,17 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
             st = OS_ERR(OS_ERR_NOMEM, "accumulate buffer of %zu bytes", bytes);
             goto out;
         }
-        st = os_apply_move(w, op->target, false, taddr, tt, op->tcount, tbuf, os_dtype_byte(), bytes);
-        if (st)
-            goto out;
-        if (fetch)
+        bool cma = false; /* one operation, however many system calls */
+        st = move(w, op->target, false, taddr, tt, op->tcount, tbuf, os_dtype_byte(), bytes, &cma);
+        if (!st && fetch)
             os_copy(fdata, tbuf, bytes);
-        if (rop != OS_OP_NO_OP) {
+        if (!st && rop != OS_OP_NO_OP) {
             os_reduce(rop, basic, esize, tbuf, odata, bytes / esize);
-            st = os_apply_move(w, op->target, true, taddr, tt, op->tcount, tbuf, os_dtype_byte(), bytes);
+            st = move(w, op->target, true, taddr, tt, op->tcount, tbuf, os_dtype_byte(), bytes,
+                      &cma);
         }
+        if (cma)
+            OS_STAT(w, FALLBACK_CMA, 1);
     }
     if (!st && (p->access == OS_PEER_DIRECT || p->zone_len)) {
         if (bulk)
@@ -470,6 +496,8 @@ os_status_t os_apply_cas(os_win_t *w, const os_rma_op_t *op, char *taddr)
         st = os_cma_get(p->pid, old, taddr, e);
     if (!st && !memcmp(old, op->compare, e))
         st = here ? (memcpy(here, op->origin, e), OS_OK) : os_cma_put(p->pid, taddr, op->origin, e);
+    if (!here)
+        OS_STAT(w, FALLBACK_CMA, 1);
     if (mode == OS_ACC_MUTEX)
         os_lock_release_excl(&w->ctl[op->target].acc_mutex);
     if (!st)

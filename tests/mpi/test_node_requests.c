@@ -12,7 +12,10 @@
  *     (fallback_node_request_cma), others are served, and fetch_and_op
  *     from every process (the target's own included, on its local path)
  *     stays atomic across the three paths: exact total;
- *  4. with ONESIDED_NODE_REQUESTS=0 the same results with no request.
+ *  4. with ONESIDED_NODE_REQUESTS=0 the same results with no request;
+ *  5. and there, every operation kind (strided accumulates, fetch_and_op
+ *     and compare_and_swap included) counted once in fallback_cma, the
+ *     path it took, however many system calls it made.
  *
  * The path exists where the node shares memory and CMA is allowed (not
  * under the no-CMA wrapper, not between virtual nodes or hosts). */
@@ -202,6 +205,44 @@ static bool on_and_off(int64_t *mem, MPI_Win win, bool last)
     return false;
 }
 
+/* 5. Node requests off, CMA allowed, one host: each operation by CMA, one
+ *    count each. Rank 1 is the origin, rank 0 the target in MPI_Barrier. */
+static void counted_once(int64_t *mem, MPI_Win win)
+{
+    const char *v = getenv("ONESIDED_NODE_REQUESTS");
+    if (!(v && atoi(v) == 0) || t_cma_refused() || t_virtual_node_size() || t_hosts > 1)
+        return;
+    MPI_Datatype every_other;
+    MPI_Type_vector(2, 1, 2, MPI_INT64_T, &every_other);
+    MPI_Type_commit(&every_other);
+    static const char *const kind[] = { "put", "get", "accumulate", "strided accumulate",
+                                        "get_accumulate", "fetch_and_op", "compare_and_swap" };
+    if (t_rank == 1) {
+        int64_t one[2] = { 1, 1 }, got[2], cmp = 0, swap = 0;
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+        for (int k = 0; k < 7; k++) {
+            const uint64_t before = stat_of(win, ONESIDED_STAT_FALLBACK_CMA);
+            switch (k) {
+            case 0: MPI_Put(one, 1, MPI_INT64_T, 0, 20, 1, MPI_INT64_T, win); break;
+            case 1: MPI_Get(got, 1, MPI_INT64_T, 0, 20, 1, MPI_INT64_T, win); break;
+            case 2: MPI_Accumulate(one, 1, MPI_INT64_T, 0, 20, 1, MPI_INT64_T, MPI_SUM, win); break;
+            case 3: MPI_Accumulate(one, 2, MPI_INT64_T, 0, 20, 1, every_other, MPI_SUM, win); break;
+            case 4: MPI_Get_accumulate(one, 1, MPI_INT64_T, got, 1, MPI_INT64_T, 0, 20, 1,
+                                       MPI_INT64_T, MPI_SUM, win); break;
+            case 5: MPI_Fetch_and_op(one, got, MPI_INT64_T, 0, 20, MPI_SUM, win); break;
+            case 6: MPI_Compare_and_swap(&swap, &cmp, got, MPI_INT64_T, 0, 24, win); break;
+            }
+            MPI_Win_flush(0, win);
+            const uint64_t n = stat_of(win, ONESIDED_STAT_FALLBACK_CMA) - before;
+            CHECK(n == 1, "%s by CMA counted %llu times in fallback_cma, expected once", kind[k],
+                  (unsigned long long)n);
+        }
+        MPI_Win_unlock(0, win);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Type_free(&every_other);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -213,6 +254,7 @@ int main(int argc, char **argv)
     crossing(mem, win);
     for (int round = 0; !on_and_off(mem, win, round == 9); round++)
         ;
+    counted_once(mem, win);
     MPI_Win_free(&win);
     free(mem);
     return t_finish("test_node_requests");
