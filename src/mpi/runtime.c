@@ -195,6 +195,7 @@ void os_mpi_init(void)
     os_config_load();
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     os_log_set_rank(rank);
+    os_clock_init(); /* before any stamp */
     /* Oversubscribed nodes want waiters to yield at once; otherwise
      * spinning a little is cheaper than a system call. */
     os_oversubscribed = node_oversubscribed();

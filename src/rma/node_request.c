@@ -70,11 +70,11 @@ static os_win_t *served;
 static _Atomic int nserved;
 static _Thread_local bool serving; /* no nested polls (a poll inside a poll's apply) */
 
-static inline uint64_t now_ns(void)
+/* Heartbeats are ticks (os_ticks: comparable between the node's processes);
+ * the limits above in ticks. */
+static inline uint64_t ticks_of_ns(uint64_t ns)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return ns * os_ticks_per_us / 1000;
 }
 
 static inline os_nreq_slot_t *slot_of(const os_win_t *w, int target_idx, int origin_idx)
@@ -245,8 +245,8 @@ void os_nreq_poll(void)
      * that would wait for the next one. Per thread. */
     static _Thread_local uint64_t last;
     static _Thread_local unsigned streak;
-    const uint64_t now = now_ns();
-    streak = now - last < STREAK_GAP_NS ? streak + 1 : 0;
+    const uint64_t now = os_ticks();
+    streak = now - last < ticks_of_ns(STREAK_GAP_NS) ? streak + 1 : 0;
     last = now;
     /* Never blocks: a thread creating or freeing a window holds the list. */
     if (pthread_mutex_trylock(&registry))
@@ -296,8 +296,8 @@ static os_nreq_slot_t *claim(os_win_t *w, int target, uint64_t *t0)
     if (ti < 0 || w->peers[target].access != OS_PEER_CMA)
         return NULL;
     /* The heartbeat may be younger than our clock reading. */
-    *t0 = now_ns();
-    if (atomic_load_explicit(&w->nreq.lines[ti].heartbeat, memory_order_relaxed) + FRESH_NS <
+    *t0 = os_ticks();
+    if (atomic_load_explicit(&w->nreq.lines[ti].heartbeat, memory_order_relaxed) + ticks_of_ns(FRESH_NS) <
         *t0)
         return NULL;
     os_nreq_slot_t *s = slot_of(w, ti, w->nreq.me);
@@ -332,11 +332,11 @@ static bool post_and_wait(os_win_t *w, int target, os_nreq_slot_t *s, uint64_t t
         if (state == SLOT_DONE)
             return true;
         if (state == SLOT_POSTED && !(i & 31)) {
-            const uint64_t now = now_ns();
+            const uint64_t now = os_ticks();
             const uint64_t hb = atomic_load_explicit(&line->heartbeat, memory_order_relaxed);
             const uint64_t seen = hb > t0 ? hb : t0; /* may be younger than now */
             uint32_t expect = SLOT_POSTED;
-            if ((seen + OS_NREQ_GIVE_UP_NS < now || t0 + CAP_NS < now) &&
+            if ((seen + ticks_of_ns(OS_NREQ_GIVE_UP_NS) < now || t0 + ticks_of_ns(CAP_NS) < now) &&
                 atomic_compare_exchange_strong_explicit(&s->state, &expect, SLOT_EMPTY,
                                                         memory_order_acq_rel,
                                                         memory_order_relaxed)) {

@@ -118,13 +118,6 @@ void os_config_print(FILE *out)
 
 _Thread_local const os_wait_site_t *os_wait_top;
 
-double os_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void watchdog_report(double waited)
 {
     char detail[512] = "";

@@ -284,8 +284,29 @@ static inline void os_wait_release_end(pthread_mutex_t *prev)
 
 /* ------------------------------------------------------ waiting, back-off */
 
-/* Seconds on the monotonic clock. */
+/* Seconds on the monotonic clock (clock.c). */
 double os_now(void);
+
+/* Ticks: a cheap clock for stamps taken on every poll, comparable between
+ * the processes of one host; os_ticks_per_us of them to the microsecond.
+ * TSC cycles where the kernel keeps time by the TSC, else nanoseconds.
+ * os_clock_init (once, at MPI_Init, before any stamp) chooses. */
+extern bool os_clock_tsc;
+extern uint64_t os_ticks_per_us;
+void os_clock_init(void);
+uint64_t os_ticks_slow(void);
+static inline uint64_t os_ticks(void)
+{
+#if defined(__x86_64__)
+    if (os_clock_tsc)
+        return __builtin_ia32_rdtsc();
+#endif
+    return os_ticks_slow();
+}
+static inline uint64_t os_us_to_ticks(uint64_t us)
+{
+    return us * os_ticks_per_us;
+}
 
 /* Spin briefly, then yield. Tests run with more processes than cores; a
  * waiter that never yields would keep the process it waits for off the CPU. */

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int seen;
 static void count_keys(const char *k, const char *v, void *ctx)
@@ -39,6 +40,24 @@ int main(void)
     OS_CONFIG_TABLE(COUNT_INFO)
 #undef COUNT_INFO
     CHECK(seen == want && want >= 5, "%d window-level keys, saw %d", want, seen);
+
+    /* Ticks: before os_clock_init nanoseconds; after it, the same or the
+     * TSC, at a rate that agrees with the monotonic clock. */
+    CHECK(!os_clock_tsc && os_ticks_per_us == 1000, "ticks are nanoseconds until chosen");
+    os_clock_init();
+    CHECK(os_ticks_per_us > 0, "a rate");
+    {
+        const double t0 = os_now();
+        const uint64_t k0 = os_ticks();
+        struct timespec ms20 = { 0, 20000000 };
+        nanosleep(&ms20, NULL);
+        const uint64_t k1 = os_ticks();
+        const double us = (os_now() - t0) * 1e6, by_ticks = (double)(k1 - k0) / (double)os_ticks_per_us;
+        CHECK(k1 > k0 && by_ticks > 0.95 * us && by_ticks < 1.05 * us,
+              "%.0f us by ticks (%s, %llu per us) against %.0f us by the clock", by_ticks,
+              os_clock_tsc ? "TSC" : "ns", (unsigned long long)os_ticks_per_us, us);
+        CHECK(os_us_to_ticks(7) == 7 * os_ticks_per_us, "conversion");
+    }
 
     os_hmap_t m = { 0 };
     for (uintptr_t k = 1; k <= 5000; k++)

@@ -35,12 +35,12 @@ static struct {
     pthread_t thread;
     bool thread_running;
     _Atomic bool stop;
-    /* When (os_now, in us) an application thread last waited in one of
+    /* When (os_ticks) an application thread last waited in one of
      * onesided's own loops (a reply, a flush), when one last polled from the
      * host MPI, and until when the host MPI is taken to be in a poll loop:
      * the progress thread stays off while these say that an application
      * thread polls the worker. */
-    _Atomic uint64_t app_waited_us, host_polled_us, host_loop_until_us;
+    _Atomic uint64_t app_waited, host_polled, host_loop_until;
 } U = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .efd = -1 };
 
 /* Why our own lock and a worker in UCS_THREAD_MODE_SERIALIZED, not UCX's
@@ -177,7 +177,11 @@ static os_status_t endpoint(int peer, ucp_ep_h *ep)
     return st;
 }
 
-/* Wait for a request, progressing; frees it. */
+/* Wait for a request, progressing; frees it. The request is looked at
+ * under the same hold of the worker as the progress that may complete it:
+ * a reply that arrives in this progress ends the wait at once, without a
+ * round of the idle hook and a second hold first (between virtual nodes, a
+ * put+flush is one such reply). */
 static os_status_t wait_req(void *req, const char *what)
 {
     if (req == NULL)
@@ -188,12 +192,24 @@ static os_status_t wait_req(void *req, const char *what)
     os_backoff_t b = OS_BACKOFF_INIT;
     ucs_status_t s;
     for (;;) {
-        LOCK();
-        s = ucp_request_check_status(req);
-        if (s != UCS_INPROGRESS)
-            break;
-        UNLOCK();
-        if (!os_ucx_progress())
+        unsigned n = 0, seen = 1; /* another thread progresses: it saw what came */
+        if (!pthread_mutex_trylock(&U.lock)) {
+            if ((s = ucp_request_check_status(req)) != UCS_INPROGRESS)
+                break;
+            seen = n = ucp_worker_progress(U.worker);
+            if (n && (s = ucp_request_check_status(req)) != UCS_INPROGRESS)
+                break;
+            UNLOCK();
+            app_waits(); /* after: one progress may have taken a millisecond */
+        } else {
+            LOCK(); /* the holder's progress may have completed it */
+            if ((s = ucp_request_check_status(req)) != UCS_INPROGRESS)
+                break;
+            UNLOCK();
+        }
+        if (U.idle_hook && !in_handler)
+            (void)U.idle_hook(seen);
+        if (!n)
             os_backoff_wait(&b);
     }
     ucp_request_free(req);
@@ -783,11 +799,6 @@ static os_status_t am_send_ep(ucp_ep_h ep, unsigned id, const void *hdr, size_t 
 
 /* ------------------------------------------------------------ progress */
 
-static uint64_t now_us(void)
-{
-    return (uint64_t)(os_now() * 1e6);
-}
-
 /* An application thread waits in one of onesided's loops, polling. (Every
  * poll: a stamp every 16th leaves a short wait, of a few polls, unstamped,
  * and the progress thread may take the worker from it; measured between
@@ -795,7 +806,7 @@ static uint64_t now_us(void)
 static void app_waits(void)
 {
     if (!in_progress_thread)
-        atomic_store_explicit(&U.app_waited_us, now_us(), memory_order_relaxed);
+        atomic_store_explicit(&U.app_waited, os_ticks(), memory_order_relaxed);
 }
 
 unsigned os_ucx_progress(void)
@@ -831,7 +842,7 @@ unsigned os_ucx_progress_for_host(void)
      * never calls into the host MPI.) */
     static __thread unsigned streak;
     static __thread uint64_t last_start, last_end;
-    const uint64_t t = now_us();
+    const uint64_t t = os_ticks(), gap = os_us_to_ticks(OS_UCX_HOST_GAP_US);
     /* The gap is the time spent outside this function since the last
      * poll ended: a poll that itself took long (it received a megabyte
      * over TCP, or sent one) is no sign that the loop stopped. Measured
@@ -842,15 +853,14 @@ unsigned os_ucx_progress_for_host(void)
      * one that lost its core midway, and the loop is as good as stopped
      * (8 processes on 2 cores: lock/unlock through a node server 10-20 %
      * slower when such polls kept the thread napping). */
-    streak = t - last_start < OS_UCX_HOST_GAP_US ||
-                     (!os_oversubscribed && t - last_end < OS_UCX_HOST_GAP_US)
+    streak = t - last_start < gap || (!os_oversubscribed && t - last_end < gap)
                  ? streak + 1
                  : 0;
     last_start = t;
     if (streak >= OS_UCX_HOST_STREAK)
-        atomic_store_explicit(&U.host_loop_until_us, t + OS_UCX_HOST_LOOP_US,
+        atomic_store_explicit(&U.host_loop_until, t + os_us_to_ticks(OS_UCX_HOST_LOOP_US),
                               memory_order_relaxed);
-    atomic_store_explicit(&U.host_polled_us, t, memory_order_relaxed);
+    atomic_store_explicit(&U.host_polled, t, memory_order_relaxed);
     if (!pthread_mutex_trylock(&U.lock)) {
         /* Checked again under the lock: finalize clears it under the lock. */
         if (U.worker) {
@@ -864,9 +874,9 @@ unsigned os_ucx_progress_for_host(void)
      * is its end. One clock read per empty poll instead of two (30 ns each
      * on this VM, against a host poll of about 100: the hook runs in every
      * round of every host collective, onesided's barriers included). */
-    last_end = n ? now_us() : t;
-    if (!os_oversubscribed && streak >= OS_UCX_HOST_STREAK && last_end > t + OS_UCX_HOST_GAP_US)
-        atomic_store_explicit(&U.host_loop_until_us, last_end + OS_UCX_HOST_LOOP_US,
+    last_end = n ? os_ticks() : t;
+    if (!os_oversubscribed && streak >= OS_UCX_HOST_STREAK && last_end > t + gap)
+        atomic_store_explicit(&U.host_loop_until, last_end + os_us_to_ticks(OS_UCX_HOST_LOOP_US),
                               memory_order_relaxed);
     /* Every round, as os_ucx_progress: the progress thread stays off while
      * this loop polls, and the idle hook's timed retries must still run. */
@@ -984,7 +994,7 @@ static void *progress_main(void *arg)
     (void)arg;
     in_progress_thread = true;
     ask_short_slice();
-    double last_event = 0;
+    uint64_t last_event = 0;
     long nap_us = OS_UCX_NAP_MIN_US;
     while (!atomic_load_explicit(&U.stop, memory_order_acquire)) {
         /* An application thread that polls the worker itself sees its
@@ -998,11 +1008,11 @@ static void *progress_main(void *arg)
          * meanwhile, napping (not sleeping on the descriptor, which that
          * thread drains); each nap's end takes a core from a polling
          * thread, so nap longer the longer the polling lasts. */
-        const uint64_t t = now_us();
-        const uint64_t waited = atomic_load_explicit(&U.app_waited_us, memory_order_relaxed);
-        const uint64_t polled = atomic_load_explicit(&U.host_polled_us, memory_order_relaxed);
-        if (t < atomic_load_explicit(&U.host_loop_until_us, memory_order_relaxed) ||
-            t < waited + OS_UCX_APP_ACTIVE_US) {
+        const uint64_t t = os_ticks(), active = os_us_to_ticks(OS_UCX_APP_ACTIVE_US);
+        const uint64_t waited = atomic_load_explicit(&U.app_waited, memory_order_relaxed);
+        const uint64_t polled = atomic_load_explicit(&U.host_polled, memory_order_relaxed);
+        if (t < atomic_load_explicit(&U.host_loop_until, memory_order_relaxed) ||
+            t < waited + active) {
             nap(nap_us);
             nap_us = nap_us * 2 > OS_UCX_NAP_MAX_US ? OS_UCX_NAP_MAX_US : nap_us * 2;
             continue;
@@ -1028,7 +1038,7 @@ static void *progress_main(void *arg)
             UNLOCK();
         }
         const int wait_us = U.idle_hook ? U.idle_hook(n) : -1;
-        const double now = os_now();
+        const uint64_t now = os_ticks();
         if (n) {
             last_event = now;
             continue;
@@ -1040,8 +1050,8 @@ static void *progress_main(void *arg)
          * either while an application thread of ours polls now and then
          * (the host MPI's loop, preempted): the spinning took its core and
          * kept it away, so that this thread caught every message. */
-        if (!os_oversubscribed && now - last_event < OS_UCX_LINGER_US * 1e-6 &&
-            t > polled + OS_UCX_APP_ACTIVE_US) {
+        if (!os_oversubscribed && now - last_event < os_us_to_ticks(OS_UCX_LINGER_US) &&
+            t > polled + active) {
             os_cpu_relax();
             continue;
         }
