@@ -144,9 +144,10 @@ static os_nodes_t choose_nodes(os_flavor_t flavor, void *base, MPI_Aint size,
         return OS_NODES_CONFIGURED;
     if (flavor == OS_FLAVOR_DYNAMIC)
         return OS_NODES_SELF;
-    /* The program's own memory counts if it can be made shareable whole. */
+    /* The program's own memory counts if it can be made shareable whole
+     * (not made so for virtual nodes of one process: nobody would map it). */
     if (size > 0 && a.peer_fd)
-        *have = cfg->create_share ? os_shm_region_adopt(base, (size_t)size,
+        *have = cfg->create_share && os_config.node_size != 1 ? os_shm_region_adopt(base, (size_t)size,
                                                         os_config.alloc_mem_max_regions, reg)
                                   : os_shm_region_find(base, (size_t)size, reg);
     int mappable = size == 0 || (*have && reg->base <= (char *)base &&
