@@ -297,6 +297,11 @@ typedef struct os_shell {
     struct os_shell *next;
 } os_shell_t;
 
+/* What a window's RDMA toward a target issued since the last flush: puts,
+ * and gets or operations whose MPI request waits for UCX's completion
+ * (those need UCX's answer before the epoch may end at the origin). */
+enum { OS_DIRTY_PUT = 1, OS_DIRTY_WAIT = 2 };
+
 typedef struct os_win {
     MPI_Win handle;  /* the shell's host handle: carries errhandler, attributes, name */
     pthread_mutex_t mtx; /* MPI_THREAD_MULTIPLE: held by the MPI call using the window */
@@ -341,7 +346,7 @@ typedef struct os_win {
     bool multinode;          /* some peer is on another (real or virtual) node */
     uint64_t id;             /* the same in every process: names the window in requests */
     os_ucx_reg_t reg;        /* this process's window memory, registered */
-    uint8_t *dirty;          /* [nranks] RDMA issued since the last flush */
+    uint8_t *dirty;          /* [nranks] RDMA issued since the last flush: OS_DIRTY_* bits */
     _Atomic int64_t *acks;   /* [nranks] accumulates sent and not yet acknowledged */
     _Atomic uint64_t served, served_thread, served_in_host, deferred; /* requests served as a target */
     int route;               /* os_route_t of its requests (net/forward.c) */

@@ -92,7 +92,7 @@ static os_status_t rdma(os_win_t *w, const os_rma_op_t *op, char *taddr)
             atomic_thread_fence(memory_order_release);
         OS_STAT(w, REMOTE_MAPPED, 1);
     } else {
-        w->dirty[op->target] = 1;
+        w->dirty[op->target] |= put && !op->done ? OS_DIRTY_PUT : OS_DIRTY_WAIT;
     }
     if (p->zero_copy)
         OS_STAT(w, REMOTE_RDMA, 1);
@@ -530,29 +530,46 @@ os_status_t os_remote_post(os_win_t *w, int origin)
     return os_req_post_noreply(w, origin, &h);
 }
 
-/* A call, not a posted message: once MPI_Win_complete returns, the target's
- * MPI_Win_test must see it (after, say, a barrier of both). The target
- * serves it as a data request, in order behind this origin's earlier ones
- * (serve.c), so where the epoch's operations all went as requests on the
- * direct route, the complete goes right behind them without waiting for
- * their acknowledgements first: one round trip instead of two. RDMA of the
- * epoch takes UCX's paths, which in general nothing orders with a request:
- * flushed first, unless the transports toward the target apply it before
- * they deliver a later request (rma_before_req: on one host, the RDMA to
- * memory UCX did not allocate is emulated by the target's worker, and the
- * flush was a second round trip: PSCW between virtual nodes on
- * MPI_Win_create memory 1.2-1.3x native MPICH's epoch). Requests on
- * another route are applied by the target node's server rather than the
- * target: flushed first too. */
+/* Once MPI_Win_complete returns, the target's MPI_Win_test must see it
+ * (after, say, a barrier of both; mpi4py tests that). The target serves it
+ * as a data request, in order behind this origin's earlier ones (serve.c),
+ * so where the epoch's operations all went as requests on the direct
+ * route, the complete goes right behind them without waiting for their
+ * acknowledgements first. RDMA of the epoch takes UCX's paths, which in
+ * general nothing orders with a request: flushed first, unless the
+ * transports toward the target apply it before they deliver a later request
+ * (rma_before_req: on one host, the RDMA to memory UCX did not allocate is
+ * emulated by the target's worker, and the flush was a second round trip:
+ * PSCW between virtual nodes on MPI_Win_create memory 1.2-1.3x native
+ * MPICH's epoch). Requests on another route are applied by the target
+ * node's server rather than the target: flushed first too.
+ *
+ * The complete itself is a call (the reply says it arrived) except where
+ * the transports are shared memory (rma_before_req again): there a message
+ * whose sending is done is in the target's receive queue, which its next
+ * progress (MPI_Win_test's) reads, so it is sent without a reply, and the
+ * epoch ends at the origin when its own requests are answered (fetched
+ * results). Not after a get or an R* operation by UCX: their data or
+ * completion comes with UCX's answer, which the call's reply follows. */
 os_status_t os_remote_complete(os_win_t *w, int target)
 {
-    os_status_t st = OS_OK;
-    if (w->route != OS_ROUTE_DIRECT || (w->dirty[target] && !w->peers[target].rma_before_req))
+    os_status_t st = OS_OK, st2;
+    const os_peer_t *p = &w->peers[target];
+    if (w->route != OS_ROUTE_DIRECT || (w->dirty[target] && !p->rma_before_req))
         st = os_remote_flush(w, target);
     else if (w->dirty[target])
         OS_STAT(w, COMPLETE_BEHIND_RDMA, 1);
     req_hdr_t h = { .kind = K_COMPLETE };
-    os_status_t st2 = os_req_call(w, target, &h, NULL, 0, NULL, 0);
+    if (!st && p->rma_before_req && !(w->dirty[target] & OS_DIRTY_WAIT) &&
+        w->route == OS_ROUTE_DIRECT) {
+        OS_STAT(w, COMPLETE_ONE_WAY, 1);
+        st2 = os_req_post_delivered(w, target, &h);
+        os_req_await_acks(w, target);
+        /* The epoch's puts stay unflushed: the target applies them before
+         * this complete, and its MPI_Win_wait returns after it. */
+        return st2;
+    }
+    st2 = os_req_call(w, target, &h, NULL, 0, NULL, 0);
     os_req_await_acks(w, target); /* answered before the complete: arrived already */
     if (!st2)
         w->dirty[target] = 0; /* the answer came after the RDMA's */

@@ -141,6 +141,11 @@ os_status_t os_ucx_am_send(int peer, unsigned id, const void *hdr, size_t hlen,
 enum { OS_UCX_AM_IN_PLACE_MIN = 65536 };
 os_status_t os_ucx_am_send_wait(int peer, unsigned id, const void *hdr, size_t hlen,
                                 const void *data, size_t dlen);
+/* A message without data whose sending is done when the call returns: UCX
+ * has handed it to the transport (over shared memory: written into the
+ * peer's receive queue, where the peer's next progress finds it). Not from
+ * a handler, the progress thread or the host MPI's poll loop. */
+os_status_t os_ucx_am_send_delivered(int peer, unsigned id, const void *hdr, size_t hlen);
 os_status_t os_ucx_am_reply(void *reply, unsigned id, const void *hdr, size_t hlen,
                             const void *data, size_t dlen);
 

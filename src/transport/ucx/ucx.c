@@ -758,6 +758,22 @@ os_status_t os_ucx_am_send_wait(int peer, unsigned id, const void *hdr, size_t h
     return wait_req(req, "ucp_am_send_nbx");
 }
 
+os_status_t os_ucx_am_send_delivered(int peer, unsigned id, const void *hdr, size_t hlen)
+{
+    ucp_ep_h ep = NULL;
+    os_status_t st = endpoint(peer, &ep);
+    if (st)
+        return st;
+    /* No copy: a send UCX cannot do at once keeps pointing at hdr, which
+     * stays valid while wait_req waits for it. */
+    ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY };
+    LOCK();
+    void *req = ucp_am_send_nbx(ep, id, hdr, hlen, NULL, 0, &p);
+    UNLOCK();
+    return wait_req(req, "ucp_am_send_nbx");
+}
+
 os_status_t os_ucx_am_reply(void *reply, unsigned id, const void *hdr, size_t hlen,
                             const void *data, size_t dlen)
 {
