@@ -739,13 +739,11 @@ os_status_t os_ucx_am_send(int peer, unsigned id, const void *hdr, size_t hlen,
     return am_send_ep(ep, id, hdr, hlen, data, dlen);
 }
 
-os_status_t os_ucx_am_send_wait(int peer, unsigned id, const void *hdr, size_t hlen,
-                                const void *data, size_t dlen)
+/* Sent from the caller's buffers, which UCX may keep pointing at until the
+ * send is done: the call waits for that. */
+static os_status_t am_send_in_place(int peer, unsigned id, const void *hdr, size_t hlen,
+                                    const void *data, size_t dlen)
 {
-    /* Where waiting is not allowed: a handler (UCX forbids progress from a
-     * callback), the progress thread, the host MPI's poll loop. */
-    if (dlen < OS_UCX_AM_IN_PLACE_MIN || in_handler || in_progress_thread || in_host_progress)
-        return os_ucx_am_send(peer, id, hdr, hlen, data, dlen);
     ucp_ep_h ep = NULL;
     os_status_t st = endpoint(peer, &ep);
     if (st)
@@ -758,20 +756,19 @@ os_status_t os_ucx_am_send_wait(int peer, unsigned id, const void *hdr, size_t h
     return wait_req(req, "ucp_am_send_nbx");
 }
 
+os_status_t os_ucx_am_send_wait(int peer, unsigned id, const void *hdr, size_t hlen,
+                                const void *data, size_t dlen)
+{
+    /* Where waiting is not allowed: a handler (UCX forbids progress from a
+     * callback), the progress thread, the host MPI's poll loop. */
+    if (dlen < OS_UCX_AM_IN_PLACE_MIN || in_handler || in_progress_thread || in_host_progress)
+        return os_ucx_am_send(peer, id, hdr, hlen, data, dlen);
+    return am_send_in_place(peer, id, hdr, hlen, data, dlen);
+}
+
 os_status_t os_ucx_am_send_delivered(int peer, unsigned id, const void *hdr, size_t hlen)
 {
-    ucp_ep_h ep = NULL;
-    os_status_t st = endpoint(peer, &ep);
-    if (st)
-        return st;
-    /* No copy: a send UCX cannot do at once keeps pointing at hdr, which
-     * stays valid while wait_req waits for it. */
-    ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                              .flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY };
-    LOCK();
-    void *req = ucp_am_send_nbx(ep, id, hdr, hlen, NULL, 0, &p);
-    UNLOCK();
-    return wait_req(req, "ucp_am_send_nbx");
+    return am_send_in_place(peer, id, hdr, hlen, NULL, 0);
 }
 
 os_status_t os_ucx_am_reply(void *reply, unsigned id, const void *hdr, size_t hlen,
