@@ -297,8 +297,9 @@ static os_nreq_slot_t *claim(os_win_t *w, int target, uint64_t *t0)
         return NULL;
     /* The heartbeat may be younger than our clock reading. */
     *t0 = os_ticks();
-    if (atomic_load_explicit(&w->nreq.lines[ti].heartbeat, memory_order_relaxed) + ticks_of_ns(FRESH_NS) <
-        *t0)
+    const uint64_t heartbeat =
+        atomic_load_explicit(&w->nreq.lines[ti].heartbeat, memory_order_relaxed);
+    if (heartbeat + ticks_of_ns(FRESH_NS) < *t0)
         return NULL;
     os_nreq_slot_t *s = slot_of(w, ti, w->nreq.me);
     /* Empty: each request completes inside its call. Claimed all the same,

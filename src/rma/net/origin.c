@@ -560,8 +560,7 @@ os_status_t os_remote_complete(os_win_t *w, int target)
     else if (w->dirty[target])
         OS_STAT(w, COMPLETE_BEHIND_RDMA, 1);
     req_hdr_t h = { .kind = K_COMPLETE };
-    if (!st && p->rma_before_req && !(w->dirty[target] & OS_DIRTY_WAIT) &&
-        w->route == OS_ROUTE_DIRECT) {
+    if (w->route == OS_ROUTE_DIRECT && p->rma_before_req && !(w->dirty[target] & OS_DIRTY_WAIT)) {
         OS_STAT(w, COMPLETE_ONE_WAY, 1);
         st2 = os_req_post_delivered(w, target, &h);
         os_req_await_acks(w, target);

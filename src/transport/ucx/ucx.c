@@ -177,38 +177,21 @@ static os_status_t endpoint(int peer, ucp_ep_h *ep)
     return st;
 }
 
-/* Wait for a request, progressing; frees it. The request is looked at
- * under the same hold of the worker as the progress that may complete it:
- * a reply that arrives in this progress ends the wait at once, without a
- * round of the idle hook and a second hold first (between virtual nodes, a
- * put+flush is one such reply). */
+static unsigned progress_round(void *req, ucs_status_t *s);
+
+/* Wait for a request, progressing; frees it. */
 static os_status_t wait_req(void *req, const char *what)
 {
     if (req == NULL)
         return OS_OK;
     if (UCS_PTR_IS_ERR(req))
         return ucs_err(UCS_PTR_STATUS(req), what);
-    app_waits(); /* before the first look: the progress thread stays off */
     os_backoff_t b = OS_BACKOFF_INIT;
-    ucs_status_t s;
+    ucs_status_t s = UCS_INPROGRESS;
     for (;;) {
-        unsigned n = 0, seen = 1; /* another thread progresses: it saw what came */
-        if (!pthread_mutex_trylock(&U.lock)) {
-            if ((s = ucp_request_check_status(req)) != UCS_INPROGRESS)
-                break;
-            seen = n = ucp_worker_progress(U.worker);
-            if (n && (s = ucp_request_check_status(req)) != UCS_INPROGRESS)
-                break;
-            UNLOCK();
-            app_waits(); /* after: one progress may have taken a millisecond */
-        } else {
-            LOCK(); /* the holder's progress may have completed it */
-            if ((s = ucp_request_check_status(req)) != UCS_INPROGRESS)
-                break;
-            UNLOCK();
-        }
-        if (U.idle_hook && !in_handler)
-            (void)U.idle_hook(seen);
+        const unsigned n = progress_round(req, &s);
+        if (s != UCS_INPROGRESS)
+            break; /* the worker held */
         if (!n)
             os_backoff_wait(&b);
     }
@@ -822,25 +805,44 @@ static void app_waits(void)
         atomic_store_explicit(&U.app_waited, os_ticks(), memory_order_relaxed);
 }
 
-unsigned os_ucx_progress(void)
+/* One round: the worker progressed by this thread unless another holds it,
+ * then the idle hook. One thread at a time progresses the worker, whichever
+ * takes the token: the progress thread when the application is busy, a
+ * waiting application thread otherwise (it then needs no thread switch to
+ * see its completion). Never two at once: with two threads progressing,
+ * UCX 1.13's TCP transport left messages undelivered under load.
+ * With a request (wait_req), *s is its status, looked at under the same hold
+ * of the worker as the progress that may complete it, so a reply that
+ * arrives in this round ends the wait at once; once it is complete the round
+ * returns with the worker still held. Returns the events seen. */
+static unsigned progress_round(void *req, ucs_status_t *s)
 {
-    /* One thread at a time progresses the worker, whichever takes the
-     * token: the progress thread when the application is busy, a waiting
-     * application thread otherwise (it then needs no thread switch to see
-     * its completion). Never two at once: with two threads progressing,
-     * UCX 1.13's TCP transport left messages undelivered under load. */
     unsigned n = 0, seen = 1; /* another thread progresses: it saw what came */
     app_waits();
     if (U.worker && !pthread_mutex_trylock(&U.lock)) {
+        if (req && (*s = ucp_request_check_status(req)) != UCS_INPROGRESS)
+            return 0;
         seen = n = ucp_worker_progress(U.worker);
+        if (req && n && (*s = ucp_request_check_status(req)) != UCS_INPROGRESS)
+            return n;
         UNLOCK();
         /* Again at the end: one progress may have taken a millisecond
          * (sending or receiving a megabyte over TCP). */
         app_waits();
+    } else if (req) {
+        LOCK(); /* the holder's progress may have completed it */
+        if ((*s = ucp_request_check_status(req)) != UCS_INPROGRESS)
+            return 0;
+        UNLOCK();
     }
     if (U.idle_hook && !in_handler)
         (void)U.idle_hook(seen);
     return n;
+}
+
+unsigned os_ucx_progress(void)
+{
+    return progress_round(NULL, NULL);
 }
 
 unsigned os_ucx_progress_for_host(void)
