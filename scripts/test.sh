@@ -27,6 +27,10 @@ stage "refused cross-memory attach: the one-node suite under a seccomp filter"
 # Windows over private memory then reach node-mates over UCX; the tests
 # expect those paths (t_cma_refused). stats_report checks the CMA counter.
 (cd build && tests/no_cma ctest --output-on-failure -L '^(mpi|matrix)$' -E '^stats_report$')
+# Virtual nodes of 2 (and 1 for direct accumulates): there, too, windows over
+# private memory make each process a node of its own, under every lock
+# design; the tests expect it (t_node_size_of), which test_direct_acc did not.
+(cd build && tests/no_cma ctest --output-on-failure -R '^(vnode2_test_(ops|sync|concurrency|windows|dynamic|coalesce)|vnode2_heap_test_ops|direct_acc_vnode(1|2|_network)|vnode_manager_test_(concurrency|sync)|vnode_network_test_(ops|sync))$')
 # The linear-algebra library's windows over the caller's arrays, where
 # their gets fall back from CMA to UCX.
 (cd build && tests/no_cma ctest --output-on-failure -R '^la_test_pdgemm_np2$')

@@ -162,18 +162,21 @@ static void bulk_mixed(int flavor)
  * both parts and on one that the boundary between them splits a put of:
  * exact totals, since every origin (the owner too) takes the accumulate
  * mutex on either part; only what lies inside moves without CMA. */
-static void heap_block(void)
+static void heap_block(size_t head)
 {
     enum { BYTES = 48 * 1024 }; /* under glibc's mmap threshold: the heap */
     const int root = 0;
-    char *block = malloc(BYTES);
+    /* The window starts `head` bytes after a page boundary: 0 (no private
+     * part before the pages inside, as glibc returns now and then) or not. */
+    char *mem = malloc(BYTES + 8192);
+    char *block = (char *)(((uintptr_t)mem + 4095) / 4096 * 4096) + head;
     memset(block, 0, BYTES);
     MPI_Win win;
     MPI_Win_create(block, BYTES, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-    /* Words: the first (edge), the last page boundary inside minus 8 (edge,
-     * next to the zone), that boundary (zone), the middle (zone), the last
-     * (edge). The boundaries come from the root's address. */
-    uint64_t first_page = ((uintptr_t)block + 4095) / 4096 * 4096 - (uintptr_t)block;
+    /* Words: the first (edge), the first page boundary after it minus 8
+     * (edge, next to the zone), that boundary (zone), the middle (zone), the
+     * last (edge). The boundaries come from the root's address. */
+    uint64_t first_page = ((uintptr_t)block + 4096) / 4096 * 4096 - (uintptr_t)block;
     MPI_Bcast(&first_page, 1, MPI_UINT64_T, root, MPI_COMM_WORLD);
     const MPI_Aint at[5] = { 0, (MPI_Aint)first_page - 8, (MPI_Aint)first_page,
                              (MPI_Aint)(BYTES / 2 / 8 * 8), BYTES - 8 };
@@ -204,7 +207,8 @@ static void heap_block(void)
     /* A put across the boundary at the end of the pages inside (the words
      * above are elsewhere), read back whole. */
     int64_t pair[2] = { 7, 9 }, back[2] = { 0, 0 };
-    uint64_t last_page = ((uintptr_t)block + BYTES) / 4096 * 4096 - (uintptr_t)block;
+    /* The last page boundary inside (not the window's end, where head is 0). */
+    uint64_t last_page = ((uintptr_t)block + BYTES - 1) / 4096 * 4096 - (uintptr_t)block;
     MPI_Bcast(&last_page, 1, MPI_UINT64_T, root, MPI_COMM_WORLD);
     const MPI_Aint across = (MPI_Aint)last_page;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -231,7 +235,7 @@ static void heap_block(void)
         MPI_Win_unlock(root, win);
     }
     MPI_Win_free(&win);
-    free(block);
+    free(mem);
 }
 
 int main(int argc, char **argv)
@@ -242,6 +246,7 @@ int main(int argc, char **argv)
         exclusion(f);
         bulk_mixed(f);
     }
-    heap_block();
+    heap_block(0);
+    heap_block(64);
     return t_finish("test_concurrency");
 }

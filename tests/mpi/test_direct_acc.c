@@ -41,11 +41,11 @@ static uint64_t stat_of(MPI_Win win, int s)
     return st.counter[s];
 }
 
-/* Does this process have a target on another node in a window of all ranks? */
-static bool has_remote_target(void)
+/* Does this process have a target on another node in a window of all ranks
+ * of this flavor? */
+static bool has_remote_target(int flavor)
 {
-    int k = t_virtual_node_size();
-    return k > 0;
+    return t_node_size_of(flavor) > 0;
 }
 
 static MPI_Info info_of(const char *key, const char *value)
@@ -97,9 +97,12 @@ static bool is_rank0(int rank)
     return rank == 0;
 }
 
+/* The node size of the window test_served_bulk races on. */
+static int served_node_size;
+
 static bool off_rank0_node(int rank)
 {
-    const int k = t_virtual_node_size();
+    const int k = served_node_size;
     return k > 0 && rank / k != 0;
 }
 
@@ -110,14 +113,14 @@ static void test_mixed_paths(int flavor)
     t_win_t tw = race_on_counter(flavor, ITERS, is_rank0, "owner's accumulates");
     if (t_rank == 0) {
         uint64_t bulk = stat_of(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
-        if (has_remote_target())
+        if (has_remote_target(flavor))
             CHECK(bulk == 0, "%s: %llu elements took the bulk path beside direct accumulates",
                   flavor_name[flavor], (unsigned long long)bulk);
         else
             CHECK(bulk > 0, "%s: no bulk accumulate on one node", flavor_name[flavor]);
     }
-    if (has_remote_target() && t_rank != 0 && flavor == F_ALLOCATE) {
-        int k = t_virtual_node_size();
+    if (has_remote_target(flavor) && t_rank != 0 && flavor == F_ALLOCATE) {
+        int k = t_node_size_of(flavor);
         if (t_rank / k != 0)
             CHECK(stat_of(tw.win, ONESIDED_STAT_ACC_DIRECT) == ITERS,
                   "rank %d on another node than rank 0: %llu direct accumulates, expected %d",
@@ -131,8 +134,9 @@ static void test_mixed_paths(int flavor)
  * bulk, 0 = none, -1 = either. */
 static void test_served_bulk(int flavor, int expect)
 {
-    if (!has_remote_target())
+    if (!has_remote_target(flavor))
         return;
+    served_node_size = t_node_size_of(flavor);
     t_win_t tw = race_on_counter(flavor, ITERS / 2, off_rank0_node, "served accumulates");
     if (t_rank == 0) {
         const uint64_t bulk = stat_of(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
@@ -274,12 +278,15 @@ static void test_results_and_order(int flavor)
  * or the target's memory takes the accumulate mutex. */
 static void test_paths(void)
 {
-    const int k = t_virtual_node_size();
     int64_t one = 1, old;
     for (int variant = 0; variant < 3; variant++) {
         /* 0: default; 1: rank 0 declines; 2: malloc'd memory (CMA on the owner's node) */
+        const int flavor = variant == 2 ? F_CREATE : F_ALLOCATE;
+        /* Where CMA is refused, each process is a node of its own on malloc'd
+         * memory: the others reach it over UCX, with its network atomics. */
+        const int k = t_node_size_of(flavor);
         MPI_Info info = info_of(ONESIDED_INFO_ACC_DIRECT, variant == 1 && t_rank == 0 ? "0" : "1");
-        t_win_t tw = t_win_make(variant == 2 ? F_CREATE : F_ALLOCATE, 64, info);
+        t_win_t tw = t_win_make(flavor, 64, info);
         MPI_Info_free(&info);
         const int target = 0;
         MPI_Win_lock(MPI_LOCK_SHARED, target, 0, tw.win);
@@ -325,7 +332,7 @@ static void test_set_info_keeps_agreed(void)
     char lock1[MPI_MAX_INFO_VAL + 1], direct1[MPI_MAX_INFO_VAL + 1];
     info_value(tw.win, ONESIDED_INFO_LOCK, lock0);
     info_value(tw.win, ONESIDED_INFO_ACC_DIRECT, direct0);
-    CHECK(!strcmp(direct0, has_remote_target() ? "1" : "0"), "direct accumulate reported as %s",
+    CHECK(!strcmp(direct0, has_remote_target(F_ALLOCATE) ? "1" : "0"), "direct accumulate reported as %s",
           direct0);
     /* Collective, with a different info object on rank 0. */
     MPI_Info info;
