@@ -158,10 +158,11 @@ static void bulk_mixed(int flavor)
 
 /* MPI_Win_create over a block in the heap: its first and last page hold
  * other objects and stay private (CMA), the pages inside are made shareable
- * and mapped by the node's processes. Every rank accumulates on words in
- * both parts and on one that the boundary between them splits a put of:
- * exact totals, since every origin (the owner too) takes the accumulate
- * mutex on either part; only what lies inside moves without CMA. */
+ * and mapped by the node's processes (a block that starts on a page, head 0,
+ * has no private first part). Every rank accumulates on words in both parts
+ * and on one that the boundary between them splits a put of: exact totals,
+ * since every origin (the owner too) takes the accumulate mutex on either
+ * part; only what lies inside moves without CMA. */
 static void heap_block(size_t head)
 {
     enum { BYTES = 48 * 1024 }; /* under glibc's mmap threshold: the heap */

@@ -332,8 +332,8 @@ static void test_set_info_keeps_agreed(void)
     char lock1[MPI_MAX_INFO_VAL + 1], direct1[MPI_MAX_INFO_VAL + 1];
     info_value(tw.win, ONESIDED_INFO_LOCK, lock0);
     info_value(tw.win, ONESIDED_INFO_ACC_DIRECT, direct0);
-    CHECK(!strcmp(direct0, has_remote_target(F_ALLOCATE) ? "1" : "0"), "direct accumulate reported as %s",
-          direct0);
+    CHECK(!strcmp(direct0, has_remote_target(F_ALLOCATE) ? "1" : "0"),
+          "direct accumulate reported as %s", direct0);
     /* Collective, with a different info object on rank 0. */
     MPI_Info info;
     MPI_Info_create(&info);
