@@ -209,12 +209,9 @@ typedef enum {
     ONESIDED_STAT_REMOTE_MAPPED,    /* ... of remote_rdma: puts and gets to another node's memory
                                        that UCX maps here (a virtual node of this host), copied
                                        by this process's CPU */
-    ONESIDED_STAT_COMPLETE_BEHIND_RDMA, /* MPI_Win_complete toward another node sent right
-                                       behind the epoch's RDMA, without a flush first: the
-                                       transports of this host apply it first (same host) */
-    ONESIDED_STAT_COMPLETE_ONE_WAY, /* MPI_Win_complete toward another node of this host sent
-                                       without waiting for a reply: over shared memory a sent
-                                       message is in the target's queue already */
+    ONESIDED_STAT_COMPLETE_BEHIND_RDMA, /* MPI_Win_complete toward another node of this host
+                                       ordered behind the epoch's RDMA by ucp_worker_fence
+                                       instead of a flush */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

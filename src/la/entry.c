@@ -34,7 +34,10 @@ static void first_call(void)
     static int once;
     if (__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL) || !os_config.stats)
         return;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &stats_rank);
+    int init = 0;
+    PMPI_Initialized(&init); /* a program of MPI-4 sessions has no MPI_COMM_WORLD */
+    if (init)
+        PMPI_Comm_rank(MPI_COMM_WORLD, &stats_rank);
     atexit(print_at_exit);
 }
 

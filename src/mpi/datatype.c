@@ -93,6 +93,40 @@ static void add(MPI_Datatype dt, enum kind k, os_basic_t pair, size_t pair_size)
         os_hmap_put(&types, key_of(dt), t);
 }
 
+/* Whether the host's own reductions take op on dt: MPI_Reduce_local on one
+ * element, its errors returned (MPI-3 libraries raise them on
+ * MPI_COMM_WORLD, MPI-4 ones on MPI_COMM_SELF). A program of sessions
+ * only has neither handle to quiet: there the answer is the host's
+ * documented one (MPICH 5 and the MPI-5 ABI: MPI's list; MPICH 4 and Open
+ * MPI: Fortran integers take the logical ops, MPI_BYTE everything on Open
+ * MPI). */
+static bool host_takes(MPI_Op op, MPI_Datatype dt)
+{
+    if (dt == MPI_DATATYPE_NULL)
+        return false;
+    if (os_world != MPI_COMM_WORLD) {
+#if defined(OMPI_MAJOR_VERSION)
+        return dt == MPI_BYTE || (dt != MPI_INTEGER && dt != MPI_INTEGER4);
+#elif defined(MPICH_VERSION) && MPI_VERSION < 5
+        return dt != MPI_BYTE; /* Fortran integers, MPI_CHARACTER */
+#else
+        return false;
+#endif
+    }
+    MPI_Errhandler world, self;
+    PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &world);
+    PMPI_Comm_get_errhandler(MPI_COMM_SELF, &self);
+    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    PMPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    _Alignas(16) char in[32] = { 0 }, inout[32] = { 0 };
+    const bool ok = PMPI_Reduce_local(in, inout, 1, dt, op) == MPI_SUCCESS;
+    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, world);
+    PMPI_Comm_set_errhandler(MPI_COMM_SELF, self);
+    PMPI_Errhandler_free(&world);
+    PMPI_Errhandler_free(&self);
+    return ok;
+}
+
 /* Data bytes of a pair type: up to the end of its index field. */
 #define PAIR_DATA(V, I) (offsetof(struct { V v; I i; }, i) + sizeof(I))
 
@@ -145,19 +179,17 @@ void os_mpi_dtype_init(void)
     add(MPI_CXX_LONG_DOUBLE_COMPLEX, K_LDCOMPLEX, 0, 0);
 #endif
     /* Fortran types: the handles exist even when no Fortran program runs. */
-    add(MPI_CHARACTER, K_CHAR, 0, 0); /* MPICH reduces it as a C char */
-    add(MPI_INTEGER, K_FINT, 0, 0);
-    /* Open MPI 4.1 takes the logical ops on these, as on C integers, but
-     * not on MPI_INTEGER and MPI_INTEGER4 (os_op_rules): so do we. */
-#ifdef OMPI_MAJOR_VERSION
-    const enum kind sized_fint = K_SINT;
-#else
-    const enum kind sized_fint = K_FINT;
-#endif
-    add(MPI_INTEGER1, sized_fint, 0, 0);
-    add(MPI_INTEGER2, sized_fint, 0, 0);
-    add(MPI_INTEGER4, K_FINT, 0, 0);
-    add(MPI_INTEGER8, sized_fint, 0, 0);
+    /* MPICH 4.0 reduces it as a C char, MPICH 5.0 not at all. */
+    add(MPI_CHARACTER, host_takes(MPI_SUM, MPI_CHARACTER) ? K_CHAR : K_TEXT, 0, 0);
+    /* Fortran integers take the logical ops where the host does (MPICH
+     * 4.0 on all; Open MPI 4.1 on the sized ones but MPI_INTEGER and
+     * MPI_INTEGER4; MPICH 5.0 on none): classed as C integers then. */
+    const MPI_Datatype fints[] = { MPI_INTEGER, MPI_INTEGER1, MPI_INTEGER2, MPI_INTEGER4,
+                                   MPI_INTEGER8 };
+    for (size_t i = 0; i < sizeof fints / sizeof *fints; i++)
+        add(fints[i], host_takes(MPI_LAND, fints[i]) ? K_SINT : K_FINT, 0, 0);
+    os_op_host.byte_arith = host_takes(MPI_SUM, MPI_BYTE);
+    os_op_host.byte_logical = host_takes(MPI_LAND, MPI_BYTE);
     add(MPI_REAL, K_FLOAT, 0, 0);
     add(MPI_DOUBLE_PRECISION, K_FLOAT, 0, 0);
     add(MPI_REAL4, K_FLOAT, 0, 0);
@@ -227,7 +259,7 @@ static os_status_t decode_by_unpack(MPI_Datatype dt, const os_dtype_t *elem, os_
         int at = 0;
         /* Displacements lie in [tlb, tlb + text): shift the image by -tlb. */
         void *origin = (void *)((uintptr_t)img - (uintptr_t)tlb);
-        if (PMPI_Unpack(stream, size, &at, origin, 1, dt, MPI_COMM_SELF) != MPI_SUCCESS) {
+        if (PMPI_Unpack(stream, size, &at, origin, 1, dt, os_self) != MPI_SUCCESS) {
             st = OS_ERR(OS_ERR_TYPE, "the host MPI cannot unpack this datatype");
             goto out;
         }

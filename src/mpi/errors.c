@@ -61,7 +61,8 @@ static bool is_fatal(MPI_Errhandler eh)
 static void die(const char *call, int cls)
 {
     int rank = -1;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (os_world != MPI_COMM_NULL)
+        PMPI_Comm_rank(os_world, &rank);
     fprintf(stderr, "onesided: fatal error in %s on rank %d: %s\n  %s\n", call, rank,
             os_error_message(), class_name(cls));
     fflush(stderr);
@@ -69,7 +70,7 @@ static void die(const char *call, int cls)
      * in its forwarding pipes is lost with it (MPICH's own abort line too):
      * give the launcher a moment to carry the message out. */
     usleep(200000);
-    PMPI_Abort(MPI_COMM_WORLD, cls);
+    PMPI_Abort(os_world != MPI_COMM_NULL ? os_world : MPI_COMM_WORLD, cls);
 }
 
 int os_mpi_raise_win(MPI_Win handle, const char *call, os_status_t st)
@@ -77,7 +78,7 @@ int os_mpi_raise_win(MPI_Win handle, const char *call, os_status_t st)
     int cls = os_mpi_error_class(st);
     os_win_t *w = os_mpi_win(handle);
     if (!w)
-        return os_mpi_raise_comm(MPI_COMM_WORLD, call, st);
+        return os_mpi_raise_comm(MPI_COMM_NULL, call, st);
     MPI_Errhandler eh;
     PMPI_Win_get_errhandler(handle, &eh);
     bool fatal = is_fatal(eh);
@@ -92,8 +93,8 @@ int os_mpi_raise_comm(MPI_Comm comm, const char *call, os_status_t st)
 {
     int cls = os_mpi_error_class(st);
     MPI_Errhandler eh;
-    if (comm == MPI_COMM_NULL)
-        comm = MPI_COMM_WORLD;
+    if (comm == MPI_COMM_NULL) /* no object: the job's handler (MPI_COMM_WORLD's after MPI_Init) */
+        comm = os_world != MPI_COMM_NULL ? os_world : MPI_COMM_WORLD;
     PMPI_Comm_get_errhandler(comm, &eh);
     bool fatal = is_fatal(eh);
     PMPI_Errhandler_free(&eh);

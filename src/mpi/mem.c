@@ -13,7 +13,7 @@ static atomic_bool warned;
 
 int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr)
 {
-    os_mpi_init();
+    os_mpi_init(MPI_COMM_NULL);
     if (os_config.alloc_mem_shared && size > 0) {
         void *p = os_shm_region_alloc((size_t)size, os_config.alloc_mem_max_regions);
         if (p) {

@@ -10,8 +10,19 @@
 
 #include "../rma/os_rma.h"
 
-/* Idempotent: configuration, predefined datatypes, the finalize hook. */
-void os_mpi_init(void);
+/* MPI-4 sessions: MPI-4 libraries, and Open MPI 5, which implements them
+ * while its mpi.h says MPI 3.1. */
+#if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+#define OS_HAVE_SESSIONS 1
+#else
+#define OS_HAVE_SESSIONS 0
+#endif
+
+/* Idempotent: configuration, predefined datatypes, the network, the
+ * finalize hook. comm: the communicator of a window being created (the
+ * first one starts onesided in a program of MPI-4 sessions only), or
+ * MPI_COMM_NULL. */
+void os_mpi_init(MPI_Comm comm);
 
 /* Window handle -> engine window; NULL when the handle is not ours. */
 os_win_t *os_mpi_win(MPI_Win handle);

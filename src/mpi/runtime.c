@@ -24,14 +24,13 @@ static uintptr_t key_of(MPI_Win h)
     return (uintptr_t)h ^ (uintptr_t)0x5a5a0000u;
 }
 
-/* Report pending statistics when MPI_Finalize frees MPI_COMM_SELF's attributes
- * (MPI guarantees this happens first thing in MPI_Finalize). */
-static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
+/* The end of onesided's part of the job (collective over os_world): pending
+ * statistics, cached shells, the network. After MPI_Init it runs when
+ * MPI_Finalize frees MPI_COMM_SELF's attributes (MPI guarantees this happens
+ * first thing in MPI_Finalize); in a program of sessions only, when the
+ * program finalizes its last session (MPI_Session_finalize below). */
+static void finalize(void)
 {
-    (void)comm;
-    (void)keyval;
-    (void)val;
-    (void)extra;
     os_mpi_host_finalize_begin();
     os_mpi_stats_report();
     os_shell_finalize();
@@ -45,7 +44,7 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
         os_net_drain();
         os_ucx_quiesce();
         os_net_finalize();
-        PMPI_Barrier(MPI_COMM_WORLD);
+        PMPI_Barrier(os_world);
         os_ucx_close_start();
         while (!flag) {
             if (!mine_done)
@@ -53,7 +52,7 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
             else
                 (void)os_ucx_progress_closing();
             if (mine_done && !entered) {
-                PMPI_Ibarrier(MPI_COMM_WORLD, &req);
+                PMPI_Ibarrier(os_world, &req);
                 entered = true;
             }
             if (entered)
@@ -64,6 +63,15 @@ static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
     }
     /* On one node too: the opal_progress callback serves node requests. */
     os_mpi_host_progress_stop();
+}
+
+static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    (void)val;
+    (void)extra;
+    finalize();
     return MPI_SUCCESS;
 }
 
@@ -77,14 +85,14 @@ static bool probe_node_access(int rank)
     MPI_Comm host;
     int hsize = 1;
     os_shm_access_t a = { .cma = false, .peer_fd = false };
-    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+    PMPI_Comm_split_type(os_world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
     PMPI_Comm_size(host, &hsize);
     if (os_config.cma)
         a = os_shm_probe(host);
     PMPI_Comm_free(&host);
     int v[3] = { a.cma, a.peer_fd, hsize > 1 }, agreed[3];
-    PMPI_Allreduce(v, agreed, 2, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    PMPI_Allreduce(v + 2, agreed + 2, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+    PMPI_Allreduce(v, agreed, 2, MPI_INT, MPI_LAND, os_world);
+    PMPI_Allreduce(v + 2, agreed + 2, 1, MPI_INT, MPI_LOR, os_world);
     const int why = !a.cma ? a.cma_errno : a.peer_fd_errno;
     a.cma = agreed[0];
     a.peer_fd = agreed[1];
@@ -102,19 +110,19 @@ static bool probe_node_access(int rank)
     return !a.cma && agreed[2];
 }
 
-/* The network transport, when MPI_COMM_WORLD spans several (real or
+/* The network transport, when the job spans several (real or
  * virtual) nodes, or windows over private memory need it within a node
  * (CMA refused): one UCX worker per process, addresses exchanged here. A
  * failure is logged; windows that need it then report it when created. */
 static void start_network(bool needed)
 {
     int wsize, nsize, spans = 0;
-    MPI_Comm node = os_node_comm(MPI_COMM_WORLD, os_config.node_size);
-    PMPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    MPI_Comm node = os_node_comm(os_world, os_config.node_size);
+    PMPI_Comm_size(os_world, &wsize);
     PMPI_Comm_size(node, &nsize);
     PMPI_Comm_free(&node);
     spans = nsize < wsize || needed;
-    PMPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+    PMPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_LOR, os_world);
     if (!spans)
         return;
     /* Every process on this host (a job of virtual nodes, or one that needs
@@ -122,15 +130,15 @@ static void start_network(bool needed)
      * transport. */
     MPI_Comm host;
     int hsize = 0, one_host;
-    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+    PMPI_Comm_split_type(os_world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
     PMPI_Comm_size(host, &hsize);
     PMPI_Comm_free(&host);
     one_host = hsize == wsize;
-    PMPI_Allreduce(MPI_IN_PLACE, &one_host, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    PMPI_Allreduce(MPI_IN_PLACE, &one_host, 1, MPI_INT, MPI_LAND, os_world);
     void *addr = NULL;
     size_t len = 0;
     int ok = os_ucx_init(one_host, &addr, &len) == OS_OK, all_ok;
-    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, os_world);
     if (!all_ok) {
         os_log(1, "the UCX transport did not start everywhere: windows spanning nodes will "
                   "be refused");
@@ -142,7 +150,7 @@ static void start_network(bool needed)
     int mylen = (int)len, *lens = malloc(sizeof(int) * (size_t)wsize);
     int *displs = malloc(sizeof(int) * (size_t)wsize);
     size_t *off = malloc(sizeof(size_t) * (size_t)wsize), *sz = malloc(sizeof(size_t) * (size_t)wsize);
-    PMPI_Allgather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, MPI_COMM_WORLD);
+    PMPI_Allgather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, os_world);
     int total = 0;
     for (int r = 0; r < wsize; r++) {
         displs[r] = total;
@@ -151,15 +159,15 @@ static void start_network(bool needed)
         total += lens[r];
     }
     char *all = malloc((size_t)total);
-    PMPI_Allgatherv(addr, mylen, MPI_BYTE, all, lens, displs, MPI_BYTE, MPI_COMM_WORLD);
+    PMPI_Allgatherv(addr, mylen, MPI_BYTE, all, lens, displs, MPI_BYTE, os_world);
     /* Each process's node server (its node's first process), for routes. */
     int *server_of = malloc(sizeof(int) * (size_t)wsize), me, first;
-    MPI_Comm nodes = os_node_comm(MPI_COMM_WORLD, os_config.node_size);
-    PMPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm nodes = os_node_comm(os_world, os_config.node_size);
+    PMPI_Comm_rank(os_world, &me);
     first = me;
     PMPI_Bcast(&first, 1, MPI_INT, 0, nodes);
     PMPI_Comm_free(&nodes);
-    PMPI_Allgather(&first, 1, MPI_INT, server_of, 1, MPI_INT, MPI_COMM_WORLD);
+    PMPI_Allgather(&first, 1, MPI_INT, server_of, 1, MPI_INT, os_world);
     if (os_ucx_set_peers(wsize, all, off, sz) || os_net_init(wsize, me, server_of))
         os_log(1, "the UCX transport could not be set up");
     free(server_of);
@@ -177,23 +185,101 @@ static bool node_oversubscribed(void)
     MPI_Comm node;
     int local = 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    PMPI_Comm_split_type(os_world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     PMPI_Comm_size(node, &local);
     PMPI_Comm_free(&node);
     return cores > 0 && local > cores;
 }
 
-void os_mpi_init(void)
+/* MPI-4 sessions (MPICH 4 and 5, Open MPI 5; not Open MPI 4.1). A program may never call MPI_Init: it makes communicators from
+ * process sets of sessions of its own, and MPI_COMM_WORLD and MPI_COMM_SELF
+ * do not exist. onesided then takes a session of its own at the program's
+ * first window and makes its os_world and os_self from it: os_world from
+ * the mpi://WORLD process set where the window's communicator spans it,
+ * otherwise from that communicator's group (a later window with a process
+ * outside it is refused). Either way the call is collective over exactly
+ * the window's processes, which are all in the window's creation. */
+#if OS_HAVE_SESSIONS
+static MPI_Session own_session = MPI_SESSION_NULL;
+static _Atomic int program_sessions; /* the program's sessions now open */
+
+static int sessions_start(MPI_Comm comm)
+{
+    MPI_Group world = MPI_GROUP_NULL, self = MPI_GROUP_NULL, mine = MPI_GROUP_NULL;
+    int rc, wsize = 0, csize = 0;
+    if ((rc = PMPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, &own_session)))
+        goto out;
+    if ((rc = PMPI_Group_from_session_pset(own_session, "mpi://WORLD", &world)) ||
+        (rc = PMPI_Group_from_session_pset(own_session, "mpi://SELF", &self)))
+        goto out;
+    PMPI_Group_size(world, &wsize);
+    PMPI_Comm_size(comm, &csize);
+    if (csize != wsize && (rc = PMPI_Comm_group(comm, &mine)))
+        goto out;
+    /* Errors without an object are fatal by default, as on MPI_COMM_WORLD. */
+    if ((rc = PMPI_Comm_create_from_group(csize == wsize ? world : mine, "org.onesided.world",
+                                          MPI_INFO_NULL, MPI_ERRORS_ARE_FATAL, &os_world)) ||
+        (rc = PMPI_Comm_create_from_group(self, "org.onesided.self", MPI_INFO_NULL,
+                                          MPI_ERRORS_RETURN, &os_self)))
+        goto out;
+out:
+    if (world != MPI_GROUP_NULL)
+        PMPI_Group_free(&world);
+    if (self != MPI_GROUP_NULL)
+        PMPI_Group_free(&self);
+    if (mine != MPI_GROUP_NULL)
+        PMPI_Group_free(&mine);
+    if (rc)
+        os_log(1, "MPI-4 sessions: onesided could not make its communicators (MPI error %d)",
+               rc);
+    return rc;
+}
+
+int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session)
+{
+    int rc = PMPI_Session_init(info, errhandler, session);
+    if (rc == MPI_SUCCESS)
+        atomic_fetch_add(&program_sessions, 1);
+    return rc;
+}
+
+/* The program's last session ends: onesided's part ends with it, while the
+ * processes can still talk (finalize's barriers are over os_world). */
+int MPI_Session_finalize(MPI_Session *session)
+{
+    if (atomic_fetch_sub(&program_sessions, 1) == 1 && own_session != MPI_SESSION_NULL) {
+        finalize();
+        PMPI_Comm_free(&os_world);
+        PMPI_Comm_free(&os_self);
+        PMPI_Session_finalize(&own_session);
+        initialized = false;
+    }
+    return PMPI_Session_finalize(session);
+}
+#endif
+
+void os_mpi_init(MPI_Comm comm)
 {
     int flag = 0, rank = 0, keyval;
     if (initialized)
         return;
     PMPI_Initialized(&flag);
-    if (!flag)
+    if (flag) {
+        os_world = MPI_COMM_WORLD;
+        os_self = MPI_COMM_SELF;
+    } else {
+#if OS_HAVE_SESSIONS
+        /* Sessions only: started by the first window's collective creation
+         * (MPI_Alloc_mem, a local call, can not). */
+        if (comm == MPI_COMM_NULL || sessions_start(comm))
+            return;
+#else
         return;
+#endif
+    }
     initialized = true;
     os_config_load();
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_rank(os_world, &rank);
     os_log_set_rank(rank);
     os_clock_init(); /* before any stamp */
     /* Oversubscribed nodes want waiters to yield at once; otherwise
@@ -202,15 +288,14 @@ void os_mpi_init(void)
     os_spin_limit = os_config.spin_count >= 0 ? os_config.spin_count
                                               : os_oversubscribed ? 16 : 2000;
     os_cma_enable();
-#ifdef OMPI_MAJOR_VERSION
-    os_op_rules = OS_OP_RULES_OPENMPI;
-#endif
     os_mpi_dtype_init();
     os_backoff_hook = os_rma_wait_poll;
     start_network(probe_node_access(rank));
     os_mpi_host_progress_start();
-    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &keyval, NULL);
-    PMPI_Comm_set_attr(MPI_COMM_SELF, keyval, NULL);
+    if (flag) {
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &keyval, NULL);
+        PMPI_Comm_set_attr(MPI_COMM_SELF, keyval, NULL);
+    }
     if (os_config.help && rank == 0)
         os_config_print(stdout);
 }
@@ -219,7 +304,7 @@ int MPI_Init(int *argc, char ***argv)
 {
     int rc = PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS)
-        os_mpi_init();
+        os_mpi_init(MPI_COMM_NULL);
     return rc;
 }
 
@@ -228,7 +313,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS) {
         os_threaded = *provided == MPI_THREAD_MULTIPLE;
-        os_mpi_init();
+        os_mpi_init(MPI_COMM_NULL);
     }
     return rc;
 }
@@ -317,7 +402,6 @@ const char *onesided_stat_name(int stat)
         "fallback_node_request_cma", "acc_mapped", "remote_small_requests",
         "lock_release_by_request", "lock_manager_first", "remote_mapped",
         "complete_behind_rdma",
-        "complete_one_way",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

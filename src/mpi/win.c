@@ -50,10 +50,10 @@ static int create(const char *call, os_flavor_t flavor, void *base, MPI_Aint siz
     bool noncontig = false;
     os_win_t *w = NULL;
 
-    os_mpi_init();
+    os_mpi_init(comm);
     cfg = os_config;
     if (comm == MPI_COMM_NULL)
-        return os_mpi_raise_comm(MPI_COMM_WORLD, call, OS_ERR(OS_ERR_COMM, "MPI_COMM_NULL"));
+        return os_mpi_raise_comm(MPI_COMM_NULL, call, OS_ERR(OS_ERR_COMM, "MPI_COMM_NULL"));
     if (size < 0) {
         st = OS_ERR(OS_ERR_SIZE, "window size %ld is negative", (long)size);
         goto fail;

@@ -19,12 +19,18 @@ typedef enum {
 const char *os_op_name(os_op_t op);
 const char *os_basic_name(os_basic_t b);
 /* Where MPI-3.1 5.9.2 leaves room, programs may rely on what their host MPI
- * accepts, so onesided accepts the same: MPICH also takes Fortran integers
- * for the logical ops; Open MPI takes MPI_BYTE (as unsigned bytes) for every
- * arithmetic and logical op, but not Fortran integers for the logical ones.
- * Set once at MPI_Init by the front end. */
-typedef enum { OS_OP_RULES_MPICH, OS_OP_RULES_OPENMPI } os_op_rules_t;
-extern os_op_rules_t os_op_rules;
+ * accepts, so onesided accepts the same. Hosts differ, and not only by
+ * family: MPICH 4.0 takes the logical ops on Fortran integers, MPICH 5.0
+ * does not; Open MPI takes MPI_BYTE (as unsigned bytes) for every
+ * arithmetic and logical op. The front end asks the host (MPI_Reduce_local)
+ * once at initialization: Fortran integer types the host takes the logical
+ * ops on are classed as C integers, and these flags say what MPI_BYTE
+ * takes. */
+typedef struct {
+    bool byte_arith;   /* MIN, MAX, SUM, PROD on MPI_BYTE */
+    bool byte_logical; /* LAND, LOR, LXOR on MPI_BYTE */
+} os_op_host_t;
+extern os_op_host_t os_op_host;
 /* Is op allowed on elements of this class (MPI-3.1 5.9.2, plus REPLACE/NO_OP
  * on any, plus the host's additions above)? */
 bool os_op_valid(os_op_t op, os_class_t cls);

@@ -94,8 +94,9 @@ typedef struct {
     bool tcp_only;    /* REMOTE: UCX reaches the peer over TCP alone: its worker carries
                        * every put, get and atomic (net/origin.c sends small ones as
                        * requests, net/lock.c the lock release behind them) */
-    bool rma_before_req; /* REMOTE: RDMA toward it is applied before a later request of
-                          * ours is served (os_ucx_rma_before_am; the peer owns the key) */
+    bool fence_orders_rdma; /* REMOTE: a ucp_worker_fence orders RDMA toward it before a
+                             * later request of ours (it owns the key, and one host's
+                             * transports carry both: os_ucx_on_host; net/origin.c) */
     _Atomic bool lock_parked_seen; /* REMOTE, tcp_only: the last hybrid lock of this peer
                                     * found its network word parked (net/lock.c) */
 } os_peer_t;
@@ -417,8 +418,15 @@ bool os_shell_keeps_data(const os_shell_t *s);
 void os_shell_finalize(void);
 
 /* window.c */
+/* The processes onesided knows and names by rank ("world ranks" throughout:
+ * the network layer's peer numbers, virtual nodes, node servers), and this
+ * process alone. After MPI_Init: MPI_COMM_WORLD and MPI_COMM_SELF. A program
+ * that uses MPI-4 sessions only has neither; the front end then makes both
+ * from process sets of a session of its own (src/mpi/runtime.c). Set before
+ * the first window. */
+extern MPI_Comm os_world, os_self;
 /* The processes of comm on this process's node: real nodes, or virtual nodes
- * of virtual_size consecutive MPI_COMM_WORLD ranks when it is positive. */
+ * of virtual_size consecutive world ranks when it is positive. */
 MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size);
 /* hints: the program's info, which the host MPI's window handle keeps. */
 os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,

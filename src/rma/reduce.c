@@ -223,11 +223,10 @@ const char *os_basic_name(os_basic_t b)
     return (unsigned)b < OS_B_COUNT ? names[b] : "unknown";
 }
 
-os_op_rules_t os_op_rules = OS_OP_RULES_MPICH;
+os_op_host_t os_op_host;
 
 bool os_op_valid(os_op_t op, os_class_t cls)
 {
-    const bool ompi = os_op_rules == OS_OP_RULES_OPENMPI;
     switch (op) {
     case OS_OP_REPLACE:
     case OS_OP_NO_OP:
@@ -235,18 +234,19 @@ bool os_op_valid(os_op_t op, os_class_t cls)
     case OS_OP_MIN:
     case OS_OP_MAX:
         return cls == OS_CLASS_CINT || cls == OS_CLASS_FINT || cls == OS_CLASS_FLOAT ||
-               cls == OS_CLASS_CHAR || (ompi && cls == OS_CLASS_BYTE);
+               cls == OS_CLASS_CHAR || (os_op_host.byte_arith && cls == OS_CLASS_BYTE);
     case OS_OP_SUM:
     case OS_OP_PROD:
         return cls == OS_CLASS_CINT || cls == OS_CLASS_FINT || cls == OS_CLASS_FLOAT ||
-               cls == OS_CLASS_COMPLEX || cls == OS_CLASS_CHAR || (ompi && cls == OS_CLASS_BYTE);
+               cls == OS_CLASS_COMPLEX || cls == OS_CLASS_CHAR ||
+               (os_op_host.byte_arith && cls == OS_CLASS_BYTE);
     case OS_OP_LAND:
     case OS_OP_LOR:
     case OS_OP_LXOR:
-        /* Fortran integers too under MPICH, and programs that run on the
-         * host MPI must run here (MPI-3.1 lists only C integers). */
+        /* MPI-3.1 lists C integers; Fortran integers the host takes them
+         * on are classed as C integers (os_op_host). */
         return cls == OS_CLASS_CINT || cls == OS_CLASS_LOGICAL || cls == OS_CLASS_CHAR ||
-               (ompi ? cls == OS_CLASS_BYTE : cls == OS_CLASS_FINT);
+               (os_op_host.byte_logical && cls == OS_CLASS_BYTE);
     case OS_OP_BAND:
     case OS_OP_BOR:
     case OS_OP_BXOR:

@@ -258,7 +258,7 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nod
     s->multinode = mine[0];
     s->inline_regions = mine[1] > 0 ? mine[1] : 0;
     int world;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &world);
+    PMPI_Comm_rank(os_world, &world);
     s->node_first = world;
     PMPI_Bcast(&s->node_first, 1, MPI_INT, 0, s->node);
     layout(s);
@@ -273,7 +273,7 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nod
      *   - across hosts without RDMA hardware, no component takes any window
      *     (osc/rdma wants an RDMA-capable BTL, osc/ucx the UCX PML, which
      *     4.1 declines over TCP, osc/pt2pt MPI_THREAD_MULTIPLE): the handle
-     *     is a window over MPI_COMM_SELF. The handle serves locally only
+     *     is a window over this process alone (os_self). The handle serves locally only
      *     (name, error handler, attributes, info; MPI_Win_get_group answers
      *     from the shell), so one over this process alone serves as well.
      * The host's choice is the same in every process (it depends on the
@@ -283,17 +283,17 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nod
     MPI_Errhandler inherited, self_inherited;
     PMPI_Comm_get_errhandler(s->comm, &inherited);
     PMPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
-    PMPI_Comm_get_errhandler(MPI_COMM_SELF, &self_inherited);
-    PMPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    PMPI_Comm_get_errhandler(os_self, &self_inherited);
+    PMPI_Comm_set_errhandler(os_self, MPI_ERRORS_RETURN);
     void *none;
     int rc = PMPI_Win_create_dynamic(MPI_INFO_NULL, s->comm, &s->handle);
     if (rc != MPI_SUCCESS)
         rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, s->comm, &none, &s->handle);
     if (rc != MPI_SUCCESS)
-        rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, MPI_COMM_SELF, &none, &s->handle);
+        rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, os_self, &none, &s->handle);
     PMPI_Comm_set_errhandler(s->comm, inherited);
     PMPI_Errhandler_free(&inherited);
-    PMPI_Comm_set_errhandler(MPI_COMM_SELF, self_inherited);
+    PMPI_Comm_set_errhandler(os_self, self_inherited);
     PMPI_Errhandler_free(&self_inherited);
     if (rc != MPI_SUCCESS) {
         s->handle = MPI_WIN_NULL;

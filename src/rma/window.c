@@ -27,6 +27,8 @@ typedef struct {
     int32_t hints_stale;   /* agreed: the host handle needs the window's hints (collective) */
 } peer_info_t;
 
+MPI_Comm os_world = MPI_COMM_NULL, os_self = MPI_COMM_NULL;
+
 MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size)
 {
     MPI_Comm phys = MPI_COMM_NULL, node = MPI_COMM_NULL;
@@ -40,7 +42,7 @@ MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size)
         return phys;
     /* Virtual nodes of K consecutive world ranks: processes of different
      * virtual nodes then use only the inter-node path. */
-    PMPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    PMPI_Comm_rank(os_world, &wrank);
     if (PMPI_Comm_split(phys, wrank / virtual_size, wrank, &node) != MPI_SUCCESS)
         node = MPI_COMM_NULL;
     PMPI_Comm_free(&phys);
@@ -265,7 +267,7 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     }
 
     int world_rank;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Comm_rank(os_world, &world_rank);
     const bool shared_flavor = flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED;
     mine = (peer_info_t){ .base = (uint64_t)(uintptr_t)base, .size = size,
                           .disp_unit = disp_unit, .pid = (int32_t)getpid(),
@@ -512,9 +514,13 @@ os_status_t os_win_free(os_win_t *w)
 os_status_t os_win_shared_query(os_win_t *w, int rank, MPI_Aint *size, int *disp_unit,
                                 void **baseptr)
 {
-    if (w->flavor != OS_FLAVOR_SHARED && w->flavor != OS_FLAVOR_ALLOCATE)
-        return OS_ERR(OS_ERR_FLAVOR, "MPI_Win_shared_query on a window whose memory is not "
-                                     "shared (created with MPI_Win_create or dynamic)");
+    /* MPI-4.1 allows every flavor but dynamic: the answer is the peer's
+     * memory where this process can load and store it, otherwise size 0
+     * and NULL. onesided maps most MPI_Win_create memory of node-mates
+     * (MPI_Alloc_mem's regions, pages made shareable in place). */
+    if (w->flavor == OS_FLAVOR_DYNAMIC)
+        return OS_ERR(OS_ERR_FLAVOR, "MPI_Win_shared_query on a dynamic window (MPI-4.1 "
+                                     "defines it for the other flavors)");
     if (rank == MPI_PROC_NULL) {
         /* The lowest rank with memory, as MPI defines it. */
         for (rank = 0; rank < w->nranks - 1 && w->peers[rank].size == 0; rank++)
@@ -524,11 +530,17 @@ os_status_t os_win_shared_query(os_win_t *w, int rank, MPI_Aint *size, int *disp
                       w->nranks);
     }
     /* Memory on another node cannot be shared, and a process without memory
-     * has none to share: size 0 and a NULL base, as MPICH returns. */
+     * has none to share: size 0 and a NULL base, as MPICH returns. A
+     * node-mate's window reached by CMA is shared where all of it lies in
+     * the part mapped here after all (its zone). */
     const os_peer_t *p = &w->peers[rank];
-    bool none = p->access == OS_PEER_REMOTE || p->size == 0;
-    *size = none ? 0 : p->size;
+    char *here = NULL;
+    if (p->size > 0 && p->access == OS_PEER_DIRECT)
+        here = p->base;
+    else if (p->size > 0 && p->access == OS_PEER_CMA)
+        here = os_peer_mapped(p, p->base, (size_t)p->size);
+    *size = here ? p->size : 0;
     *disp_unit = p->disp_unit;
-    *baseptr = none ? NULL : p->base;
+    *baseptr = here;
     return OS_OK;
 }

@@ -101,7 +101,17 @@ static void test_validity(void)
     CHECK(os_op_valid(OS_OP_SUM, OS_CLASS_COMPLEX), "sum on complex");
     CHECK(!os_op_valid(OS_OP_MAX, OS_CLASS_COMPLEX), "no max on complex");
     CHECK(!os_op_valid(OS_OP_BAND, OS_CLASS_FLOAT), "no band on float");
-    CHECK(os_op_valid(OS_OP_LAND, OS_CLASS_FINT), "land on Fortran integer, as MPICH");
+    /* Fortran integers the host takes the logical ops on are classed as C
+     * integers (src/mpi/datatype.c asks the host); the class itself never. */
+    CHECK(!os_op_valid(OS_OP_LAND, OS_CLASS_FINT), "no land on Fortran integer class");
+    CHECK(os_op_valid(OS_OP_SUM, OS_CLASS_FINT), "sum on Fortran integer");
+    os_op_host = (os_op_host_t){ .byte_arith = false, .byte_logical = false };
+    CHECK(!os_op_valid(OS_OP_SUM, OS_CLASS_BYTE) && !os_op_valid(OS_OP_LOR, OS_CLASS_BYTE),
+          "no sum or lor on byte, as MPICH");
+    os_op_host = (os_op_host_t){ .byte_arith = true, .byte_logical = true };
+    CHECK(os_op_valid(OS_OP_SUM, OS_CLASS_BYTE) && os_op_valid(OS_OP_LOR, OS_CLASS_BYTE),
+          "sum and lor on byte, as Open MPI");
+    os_op_host = (os_op_host_t){ 0 };
     CHECK(os_op_valid(OS_OP_LAND, OS_CLASS_LOGICAL), "land on logical");
     CHECK(!os_op_valid(OS_OP_SUM, OS_CLASS_LOGICAL), "no sum on logical");
     CHECK(os_op_valid(OS_OP_BOR, OS_CLASS_BYTE), "bor on byte");

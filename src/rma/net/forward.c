@@ -368,14 +368,6 @@ os_status_t os_fwd_send(os_route_t route, int agg_us, int dst, unsigned am, cons
     return route_send(route, agg_us, dst, am, hdr, hlen, data, dlen);
 }
 
-os_status_t os_fwd_send_delivered(int dst, unsigned am, const void *hdr, size_t hlen)
-{
-    if (!R.ready)
-        return OS_ERR(OS_ERR_OTHER, "the network path was not set up");
-    os_fwd_note_peer(dst);
-    return os_ucx_am_send_delivered(dst, am, hdr, hlen);
-}
-
 /* Reply handles: the transport's (a reply endpoint, an aligned pointer) or
  * ours, odd: bit 0 set, route in bits 1-2, the window in 3-18, the origin
  * above. */

@@ -531,47 +531,44 @@ os_status_t os_remote_post(os_win_t *w, int origin)
 }
 
 /* Once MPI_Win_complete returns, the target's MPI_Win_test must see it
- * (after, say, a barrier of both; mpi4py tests that). The target serves it
- * as a data request, in order behind this origin's earlier ones (serve.c),
- * so where the epoch's operations all went as requests on the direct
- * route, the complete goes right behind them without waiting for their
- * acknowledgements first. RDMA of the epoch takes UCX's paths, which in
- * general nothing orders with a request: flushed first, unless the
- * transports toward the target apply it before they deliver a later request
- * (rma_before_req: on one host, the RDMA to memory UCX did not allocate is
- * emulated by the target's worker, and the flush was a second round trip:
- * PSCW between virtual nodes on MPI_Win_create memory 1.2-1.3x native
- * MPICH's epoch). Requests on another route are applied by the target
- * node's server rather than the target: flushed first too.
+ * (after, say, a barrier of both; mpi4py tests that): the complete is a
+ * call, whose reply says it was served. The target serves it as a data
+ * request, in order behind this origin's earlier ones (serve.c), so where
+ * the epoch's operations all went as requests on the direct route, it goes
+ * right behind them without waiting for their acknowledgements first.
  *
- * The complete itself is a call (the reply says it arrived) except where
- * the transports are shared memory (rma_before_req again): there a message
- * whose sending is done is in the target's receive queue, which its next
- * progress (MPI_Win_test's) reads, so it is sent without a reply, and the
- * epoch ends at the origin when its own requests are answered (fetched
- * results). Not after a get or an R* operation by UCX: their data or
- * completion comes with UCX's answer, which the call's reply follows. */
+ * RDMA of the epoch is ordered before the complete by ucp_worker_fence,
+ * the one ordering UCP's API promises between operations of a worker:
+ * "communication operations issued on the worker prior to this call are
+ * guaranteed to be completed before any subsequent communication
+ * operations to the same worker" (ucp.h). Completed covers a get's data
+ * at this side too, which the call's reply then follows. It needs the RDMA
+ * and the complete to go to one process: RDMA to memory whose key another
+ * process owns (MPI_Win_allocate memory UCX allocated, served by the node's
+ * first process) is flushed first, as are requests on another route, which
+ * the target node's server applies rather than the target. So is RDMA over
+ * other hosts' transports (fence_orders_rdma, os_rma.h): there RDMA may
+ * take lanes of its own, and UCX's weak fence orders operations within a
+ * lane (lock.c's release saw that on UCX 1.13 between two paths).
+ * No ordering of transports is assumed: until this release a complete went
+ * behind RDMA with neither fence nor flush where one host's transports had
+ * applied them in order (UCX 1.13), and on UCX 1.20 rank 0's MPI_Win_wait
+ * returned before rank 2's puts had landed (test_release_order). */
 os_status_t os_remote_complete(os_win_t *w, int target)
 {
     os_status_t st = OS_OK, st2;
     const os_peer_t *p = &w->peers[target];
-    if (w->route != OS_ROUTE_DIRECT || (w->dirty[target] && !p->rma_before_req))
+    if (w->route != OS_ROUTE_DIRECT || (w->dirty[target] && !p->fence_orders_rdma))
         st = os_remote_flush(w, target);
-    else if (w->dirty[target])
+    if (w->dirty[target]) {
         OS_STAT(w, COMPLETE_BEHIND_RDMA, 1);
-    req_hdr_t h = { .kind = K_COMPLETE };
-    if (w->route == OS_ROUTE_DIRECT && p->rma_before_req && !(w->dirty[target] & OS_DIRTY_WAIT)) {
-        OS_STAT(w, COMPLETE_ONE_WAY, 1);
-        st2 = os_req_post_delivered(w, target, &h);
-        os_req_await_acks(w, target);
-        /* The epoch's puts stay unflushed: the target applies them before
-         * this complete, and its MPI_Win_wait returns after it. */
-        return st2;
+        os_ucx_fence();
     }
+    req_hdr_t h = { .kind = K_COMPLETE };
     st2 = os_req_call(w, target, &h, NULL, 0, NULL, 0);
     os_req_await_acks(w, target); /* answered before the complete: arrived already */
     if (!st2)
-        w->dirty[target] = 0; /* the answer came after the RDMA's */
+        w->dirty[target] = 0; /* completed before the call was served */
     return st ? st : st2;
 }
 

@@ -116,9 +116,6 @@ os_status_t os_fwd_setup(int nprocs, int me, const int *server_of, const os_fwd_
  * callers hold none of this layer's locks. */
 os_status_t os_fwd_send(os_route_t route, int agg_us, int dst, unsigned am, const void *hdr,
                         size_t hlen, const void *data, size_t dlen);
-/* On the direct route, a message without data, sent when the call returns
- * (os_ucx_am_send_delivered). */
-os_status_t os_fwd_send_delivered(int dst, unsigned am, const void *hdr, size_t hlen);
 /* Answer a request on the path it came: a transport reply handle, or one
  * of ours (a routed request; os_fwd_is_handle). */
 os_status_t os_fwd_answer(void *reply, unsigned am, const void *hdr, size_t hlen,
@@ -145,8 +142,6 @@ os_status_t os_req_call(os_win_t *w, int target, req_hdr_t *h, const void *data,
 os_status_t os_req_post_acked(os_win_t *w, int target, req_hdr_t *h, const void *data,
                               size_t dlen);
 os_status_t os_req_post_noreply(os_win_t *w, int target, req_hdr_t *h);
-/* The same on the direct route, sent when the call returns. */
-os_status_t os_req_post_delivered(os_win_t *w, int target, req_hdr_t *h);
 /* A get whose reply scatters rbytes into rbuf and decrements w->acks[target]
  * (flush waits for it): gets in flight together, as UCX's. */
 os_status_t os_req_post_get(os_win_t *w, int target, req_hdr_t *h, const void *data,

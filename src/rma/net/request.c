@@ -158,14 +158,6 @@ os_status_t os_req_post_noreply(os_win_t *w, int target, req_hdr_t *h)
     return req_send(w, target, h, NULL, 0);
 }
 
-os_status_t os_req_post_delivered(os_win_t *w, int target, req_hdr_t *h)
-{
-    h->win = w->id;
-    h->src = w->rank;
-    h->token = 0;
-    return os_fwd_send_delivered(w->peers[target].world, AM_REQUEST, h, sizeof *h);
-}
-
 /* Runs of the target type, as offsets in the target's window (addresses for
  * dynamic windows), followed by the packed origin data. */
 /* Scattered operations (an indexed type of many single elements, RandomAccess's

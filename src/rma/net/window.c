@@ -199,7 +199,7 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
          * was unpacked toward it): it shares the target's host, hence its
          * transports, and a routed window opens no endpoint to the target. */
         p->tcp_only = !st && os_ucx_tcp_only(p->rdma_world);
-        p->rma_before_req = !st && p->rdma_world == p->world && os_ucx_rma_before_am(p->world);
+        p->fence_orders_rdma = !st && p->rdma_world == p->world && os_ucx_on_host(p->world);
         os_ucx_report_transports(p->rdma_world);
     }
     if (!st && w->cfg.progress)

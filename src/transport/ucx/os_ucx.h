@@ -67,14 +67,9 @@ void os_ucx_report_transports(int peer);
 bool os_ucx_tcp_only(int peer);
 /* Every transport UCX uses toward peer is shared memory or a copy on this
  * host (what processes of one host use where CMA is refused, or between
- * virtual nodes): an RDMA operation toward peer is either done when the
- * call returns (CMA, KNEM, memory a transport maps) or emulated with active
- * messages that peer's worker handles on the lane our active messages
- * take, in order. So a message sent after it is handled after it is
- * applied, and the answer to that message comes after a get's data. Not
- * over TCP, where UCX may give RDMA a connection of its own, nor on RDMA
- * hardware. */
-bool os_ucx_rma_before_am(int peer);
+ * virtual nodes). No order follows from that alone (on UCX 1.20 a message
+ * overtook the RDMA before it); callers order with os_ucx_fence. */
+bool os_ucx_on_host(int peer);
 
 /* Operations in flight that the caller completes one by one (request-based
  * RMA): each put or get given one counts itself in `pending` until UCX
@@ -141,11 +136,6 @@ os_status_t os_ucx_am_send(int peer, unsigned id, const void *hdr, size_t hlen,
 enum { OS_UCX_AM_IN_PLACE_MIN = 65536 };
 os_status_t os_ucx_am_send_wait(int peer, unsigned id, const void *hdr, size_t hlen,
                                 const void *data, size_t dlen);
-/* A message without data whose sending is done when the call returns: UCX
- * has handed it to the transport (over shared memory: written into the
- * peer's receive queue, where the peer's next progress finds it). Not from
- * a handler, the progress thread or the host MPI's poll loop. */
-os_status_t os_ucx_am_send_delivered(int peer, unsigned id, const void *hdr, size_t hlen);
 os_status_t os_ucx_am_reply(void *reply, unsigned id, const void *hdr, size_t hlen,
                             const void *data, size_t dlen);
 

@@ -470,7 +470,7 @@ bool os_ucx_tcp_only(int peer)
     return lanes_of(peer) & LANES_TCP;
 }
 
-bool os_ucx_rma_before_am(int peer)
+bool os_ucx_on_host(int peer)
 {
     return lanes_of(peer) & LANES_ON_HOST;
 }
@@ -747,11 +747,6 @@ os_status_t os_ucx_am_send_wait(int peer, unsigned id, const void *hdr, size_t h
     if (dlen < OS_UCX_AM_IN_PLACE_MIN || in_handler || in_progress_thread || in_host_progress)
         return os_ucx_am_send(peer, id, hdr, hlen, data, dlen);
     return am_send_in_place(peer, id, hdr, hlen, data, dlen);
-}
-
-os_status_t os_ucx_am_send_delivered(int peer, unsigned id, const void *hdr, size_t hlen)
-{
-    return am_send_in_place(peer, id, hdr, hlen, NULL, 0);
 }
 
 os_status_t os_ucx_am_reply(void *reply, unsigned id, const void *hdr, size_t hlen,

@@ -1,0 +1,130 @@
+/* The end of a PSCW epoch follows the epoch's operations, on every kind of
+ * window memory. In a ring, each rank puts a block into its right neighbour
+ * between MPI_Win_start and MPI_Win_complete (every other round behind an
+ * accumulate into a counter there); the neighbour checks every word right
+ * after MPI_Win_wait returns.
+ * Then a second epoch gets the block back and the origin checks every word
+ * right after MPI_Win_complete. Memory: MPI_Win_allocate(_shared), and
+ * MPI_Win_create over a small and an 8 MB malloc, MPI_Alloc_mem and an
+ * array on the stack.
+ *
+ * Between virtual nodes the complete is a message behind the epoch's RDMA.
+ * Until it was ordered by ucp_worker_fence (what UCP's API promises) it
+ * relied on one host's transports applying both in order, which held on
+ * UCX 1.13 and not on 1.20: the target read old values in every run. */
+#include "common.h"
+
+enum { ROUNDS = 40, STACK_WORDS = 8192, BIG_WORDS = 1 << 20 /* 8 MB of int64 */ };
+
+/* Block sizes in words: one put, UCX's eager sizes, a large one (capped at
+ * the window). */
+static const int block_words[] = { 1, 1024, 65536 };
+
+static long rounds_on(MPI_Win win, int64_t *mem, MPI_Aint words)
+{
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    MPI_Group world, to_right, from_left;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 1, &right, &to_right);
+    MPI_Group_incl(world, 1, &left, &from_left);
+    /* mem[0] is the counter the left neighbour accumulates into; blocks
+     * start at word 1. */
+    int64_t *block = malloc(sizeof *block * (size_t)words);
+    long wrong = 0;
+    for (int64_t r = 1; r <= ROUNDS; r++) {
+        MPI_Aint n = block_words[r % 3];
+        if (n > words - 1)
+            n = words - 1;
+        const int64_t tag = r * 1000003 + t_rank; /* what this rank writes this round */
+        for (MPI_Aint i = 0; i < n; i++)
+            block[i] = tag + i;
+        const int64_t one = 1;
+        /* Epoch 1: put to the right, and be written by the left. */
+        MPI_Win_post(from_left, 0, win);
+        MPI_Win_start(to_right, 0, win);
+        if (r % 2)
+            MPI_Put(block, (int)n, MPI_INT64_T, right, 1, (int)n, MPI_INT64_T, win);
+        else {
+            /* The put behind an accumulate (a request, where the put is RDMA). */
+            MPI_Accumulate(&one, 1, MPI_INT64_T, right, 0, 1, MPI_INT64_T, MPI_SUM, win);
+            MPI_Put(block, (int)n, MPI_INT64_T, right, 1, (int)n, MPI_INT64_T, win);
+        }
+        MPI_Win_complete(win);
+        MPI_Win_wait(win);
+        const int64_t ltag = r * 1000003 + left;
+        for (MPI_Aint i = 0; i < n; i++)
+            wrong += mem[1 + i] != ltag + i;
+        wrong += mem[0] != r / 2;
+        /* Epoch 2: get back what this rank put at the right. */
+        memset(block, 0, sizeof *block * (size_t)n);
+        MPI_Win_post(from_left, 0, win);
+        MPI_Win_start(to_right, 0, win);
+        MPI_Get(block, (int)n, MPI_INT64_T, right, 1, (int)n, MPI_INT64_T, win);
+        MPI_Win_complete(win);
+        for (MPI_Aint i = 0; i < n; i++)
+            wrong += block[i] != tag + i;
+        MPI_Win_wait(win);
+    }
+    free(block);
+    MPI_Group_free(&to_right);
+    MPI_Group_free(&from_left);
+    MPI_Group_free(&world);
+    return wrong;
+}
+
+enum { K_ALLOCATE, K_SHARED, K_MALLOC, K_MALLOC_8MB, K_ALLOC_MEM, K_STACK, K_COUNT };
+static const char *const kind_name[K_COUNT] = { "MPI_Win_allocate", "MPI_Win_allocate_shared",
+                                                "small malloc", "8 MB malloc", "MPI_Alloc_mem",
+                                                "stack" };
+
+static void run_kind(int k)
+{
+    int64_t stack[STACK_WORDS];
+    const MPI_Aint words = k == K_MALLOC_8MB ? BIG_WORDS : k == K_STACK ? STACK_WORDS : 65537;
+    const MPI_Aint bytes = words * (MPI_Aint)sizeof(int64_t);
+    int64_t *mem = NULL;
+    MPI_Win win;
+    switch (k) {
+    case K_ALLOCATE:
+        MPI_Win_allocate(bytes, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+        break;
+    case K_SHARED:
+        MPI_Win_allocate_shared(bytes, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+        break;
+    case K_ALLOC_MEM:
+        MPI_Alloc_mem(bytes, MPI_INFO_NULL, &mem);
+        MPI_Win_create(mem, bytes, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        break;
+    case K_STACK:
+        mem = stack;
+        MPI_Win_create(mem, bytes, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        break;
+    default:
+        mem = malloc((size_t)bytes);
+        MPI_Win_create(mem, bytes, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        break;
+    }
+    memset(mem, 0, (size_t)bytes);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const long wrong = rounds_on(win, mem, words);
+    CHECK(wrong == 0, "%s: %ld words wrong after MPI_Win_wait or MPI_Win_complete",
+          kind_name[k], wrong);
+    MPI_Win_free(&win);
+    if (k == K_ALLOC_MEM)
+        MPI_Free_mem(mem);
+    else if (k == K_MALLOC || k == K_MALLOC_8MB)
+        free(mem);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(&argc, &argv);
+    if (t_size < 2) {
+        fprintf(stderr, "test_pscw_order needs 2 or more processes\n");
+        return t_finish("test_pscw_order");
+    }
+    for (int k = 0; k < K_COUNT; k++)
+        if (k != K_SHARED || t_hosts == 1) /* shared windows span one host only */
+            run_kind(k);
+    return t_finish("test_pscw_order");
+}
