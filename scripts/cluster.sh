@@ -200,7 +200,8 @@ case "$cmd" in
         [ -n "$first" ] || die "no hosts up (scripts/cluster.sh up N)"
         hostargs=()
         [[ " $* " =~ \ -(hosts|f|hostfile|machinefile)\  ]] || hostargs=(-hosts "$(hosts | paste -sd,)")
-        enter "$first" mpiexec.mpich -launcher ssh -launcher-exec "$HERE/cluster-ssh" -iface eth0 \
+        # ONESIDED_CLUSTER_MPIEXEC: another hydra (PyPI's MPICH 5, say).
+        enter "$first" "${ONESIDED_CLUSTER_MPIEXEC:-mpiexec.mpich}" -launcher ssh -launcher-exec "$HERE/cluster-ssh" -iface eth0 \
             "${hostargs[@]}" "$@" || exit $? ;;
     mpirun)
         first=$(hosts | head -n 1) || true

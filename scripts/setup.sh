@@ -1,6 +1,19 @@
 #!/usr/bin/env bash
 # Install what onesided needs on a Debian machine. Safe to run again.
+#   scripts/setup.sh [--host NAME ...]
+# --host mpich5 / openmpi5 also installs PyPI's MPICH 5.0 or Open MPI 5.0
+# into a virtual environment of its own (scripts/hosts.sh); build for it
+# with cmake -DHOST_MPICC=build-hosts/NAME/bin/mpicc.
 set -euo pipefail
+. "$(dirname "$0")/hosts.sh"
+extra_hosts=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --host) host_known "$2" || { echo "setup.sh: unknown host '$2'" >&2; exit 2; }
+        extra_hosts+=("$2"); shift 2 ;;
+    *) echo "setup.sh: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 PKGS="mpich libmpich-dev libucx-dev cmake ninja-build gcc make python3 python3-dev python3-venv"
@@ -31,3 +44,6 @@ if [ -e /usr/bin/mpicc.mpich ] && [ "$(readlink -f /etc/alternatives/mpi 2>/dev/
     $SUDO update-alternatives --set mpirun /usr/bin/mpirun.mpich >/dev/null
 fi
 command -v mpicc.mpich >/dev/null && command -v mpiexec.mpich >/dev/null
+for h in ${extra_hosts[@]+"${extra_hosts[@]}"}; do
+    host_install "$h"
+done

@@ -50,6 +50,34 @@ cmake --build build-ompi
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
     bash scripts/mpi4py-tests.sh build-ompi 1 2 3
 
+stage "current MPIs from PyPI: MPICH 5.0.2 and Open MPI 5.0.11, UCX 1.20.1 inside"
+# What differs there: the front end against MPI-4/5 libraries (sessions
+# without MPI_Init, MPI-4.1 MPI_Win_shared_query, which ops the host takes,
+# where errors are raised, Open MPI 5's info keys and launcher) and the
+# engine's orderings on UCX 1.20 (PSCW completes, lock releases, requests
+# behind RDMA), on one node and between virtual nodes of 1 and 2; then
+# mpi4py's RMA tests. The rest of the suite exercises code these runs
+# share with the Debian hosts above. Each host's library links that host's
+# own UCX (cmake/HostMPI.cmake), which test_one_ucx checks.
+. scripts/hosts.sh
+bash scripts/setup.sh --host mpich5 --host openmpi5
+# (ctest's regular expressions take at most 9 groups: names listed flat)
+pypi_tests="^($(echo test_ops_np2 test_ops_np3 test_sync_np2 test_sync_np3 test_errors_np2 test_errors_np3 test_reduce_ops_np2 test_reduce_ops_np3 test_datatypes_np2 test_datatypes_np3 test_dynamic_np2 test_dynamic_np3 test_concurrency_np4 test_sessions_np2 test_sessions_np3 native_test_sessions_np2 native_test_sessions_np3 test_sessions_world test_pscw_order_np2 test_one_ucx vnode1_test_ops vnode1_test_sync vnode1_test_dynamic vnode1_test_reduce_ops vnode1_test_sessions vnode1_test_pscw_order_np2 vnode1_test_pscw_order_np4 vnode2_test_ops vnode2_test_sync vnode2_test_pscw_order_np4 release_order_hybrid release_order_network release_order_manager | tr ' ' '|'))\$"
+for h in mpich5 openmpi5; do
+    cmake -S . -B "build-$h" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(host_cmake_args "$h") >/dev/null
+    cmake --build "build-$h"
+    # Open MPI 5.0.11's own osc/ucx prints one line per window where the
+    # UCX PML is not in use (natively too): not ours, not an error.
+    # (MPI_Win_get_info under Open MPI 5 with hints: not yet modelled.)
+    re="$pypi_tests"
+    [ "$h" = mpich5 ] && re="$re|^test_windows_np2\$|^test_windows_np3\$"
+    (cd "build-$h" && ctest --output-on-failure -R "$re")
+done
+bash scripts/mpi4py-tests.sh build-mpich5 2 3
+ONESIDED_NODE_SIZE=1 bash scripts/mpi4py-tests.sh build-mpich5 2
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe \
+    bash scripts/mpi4py-tests.sh build-openmpi5 2
+
 stage "sanitizers: ASan + UBSan over the multi-process suite"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_SANITIZE=ON \
       -DONESIDED_TEST_NP="2;3" >/dev/null

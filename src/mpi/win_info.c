@@ -32,14 +32,23 @@ typedef struct {
     const char *key, *dflt;
 } subscribed_t;
 
+#if OMPI_MAJOR_VERSION >= 5
+/* Open MPI 5.0 reports neither the hints a window was given nor, from
+ * osc/sm (which takes MPI_Win_allocate on one host too), any key. */
+static const subscribed_t osc_sm_keys[] = { { NULL, NULL } };
+enum { HINTS_REPORTED = 0 };
+#else
 static const subscribed_t osc_sm_keys[] = { { "alloc_shared_noncontig", "false" },
                                             { "blocking_fence", "true" },
                                             { NULL, NULL } };
+enum { HINTS_REPORTED = 1 };
+#endif
 static const subscribed_t osc_rdma_keys[] = { { "no_locks", "false" }, { NULL, NULL } };
 
 static const subscribed_t *component_keys(const os_win_t *w)
 {
-    bool sm = w->flavor == OS_FLAVOR_SHARED || (w->flavor == OS_FLAVOR_ALLOCATE && w->nranks == 1);
+    bool sm = w->flavor == OS_FLAVOR_SHARED ||
+              (w->flavor == OS_FLAVOR_ALLOCATE && (w->nranks == 1 || OMPI_MAJOR_VERSION >= 5));
     return sm ? osc_sm_keys : osc_rdma_keys;
 }
 
@@ -79,7 +88,7 @@ os_status_t os_mpi_info_created(os_win_t *w, MPI_Info hints)
 {
 #ifdef OMPI_MAJOR_VERSION
     int flag, len;
-    if (hints == MPI_INFO_NULL)
+    if (hints == MPI_INFO_NULL || !HINTS_REPORTED)
         PMPI_Info_create(&w->host_info);
     else
         PMPI_Info_dup(hints, &w->host_info);
