@@ -28,7 +28,7 @@ fi
 ver=$("$venv/bin/python" -c 'import mpi4py; print(mpi4py.__version__)')
 src="$build/mpi4py-$ver"
 if [ ! -d "$src/test" ]; then
-    "$venv/bin/pip" download -q --no-deps --no-binary :all: "mpi4py==$ver" -d "$build/mpi4py-sdist"
+    "$venv/bin/pip" download -q --no-deps --no-binary mpi4py "mpi4py==$ver" -d "$build/mpi4py-sdist"
     tar -xzf "$build/mpi4py-sdist/mpi4py-$ver.tar.gz" -C "$build"
 fi
 # What the environment forces (virtual nodes, lock design), for the summary.
