@@ -55,8 +55,7 @@ stage "current MPIs from PyPI: MPICH 5.0.2 and Open MPI 5.0.11, UCX 1.20.1 insid
 # without MPI_Init, MPI-4.1 MPI_Win_shared_query, which ops the host takes,
 # where errors are raised, Open MPI 5's info keys and launcher) and the
 # engine's orderings on UCX 1.20 (PSCW completes, lock releases, requests
-# behind RDMA), on one node and between virtual nodes of 1 and 2; then
-# mpi4py's RMA tests. The rest of the suite exercises code these runs
+# behind RDMA), on one node and between virtual nodes of 1 and 2. The rest of the suite exercises code these runs
 # share with the Debian hosts above. Each host's library links that host's
 # own UCX (cmake/HostMPI.cmake), which test_one_ucx checks.
 . scripts/hosts.sh
@@ -76,10 +75,7 @@ for h in mpich5 openmpi5; do
     [ "$h" = mpich5 ] && re="$re|^test_windows_np2\$|^test_windows_np3\$"
     (cd "build-$h" && ctest --output-on-failure -R "$re")
 done
-bash scripts/mpi4py-tests.sh build-mpich5 2 3
-ONESIDED_NODE_SIZE=1 bash scripts/mpi4py-tests.sh build-mpich5 2
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe \
-    bash scripts/mpi4py-tests.sh build-openmpi5 2
+# (mpi4py's RMA tests on these hosts: not yet in CI, see the closing note.)
 
 stage "sanitizers: ASan + UBSan over the multi-process suite"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_SANITIZE=ON \
