@@ -26,7 +26,12 @@ stage "refused cross-memory attach: the one-node suite under a seccomp filter"
 # with EPERM for ctest, mpiexec and every rank (tests/inject/no_cma.c).
 # Windows over private memory then reach node-mates over UCX; the tests
 # expect those paths (t_cma_refused). stats_report checks the CMA counter.
-(cd build && tests/no_cma ctest --output-on-failure -L '^(mpi|matrix)$' -E '^stats_report$')
+# MPICH 4.0.2's own MPI_Session_finalize never returns under the filter (one
+# rank in a PMI read, the other polling UCX's TCP; natively, no onesided),
+# so the native reference run of test_sessions is left to the stage above;
+# onesided's run of the same program stays in.
+(cd build && tests/no_cma ctest --output-on-failure -L '^(mpi|matrix)$' \
+    -E '^(stats_report|native_test_sessions_np2|native_test_sessions_np3)$')
 # Virtual nodes of 2 (and 1 for direct accumulates): there, too, windows over
 # private memory make each process a node of its own, under every lock
 # design; the tests expect it (t_node_size_of), which test_direct_acc did not.
