@@ -186,10 +186,21 @@ if(ONESIDED_UCX_DIR)
     endif()
   endforeach()
   target_link_libraries(onesided_ucx INTERFACE -Wl,--no-as-needed ${_ucx_libs} -Wl,--as-needed)
-  set(_ucx_from "the host MPI's, ${ONESIDED_UCX_DIR}")
+  # The version of that copy, not of the headers: the one the processes run.
+  try_run(_ucx_ran _ucx_built ${CMAKE_BINARY_DIR}/ucx-version
+    ${CMAKE_CURRENT_LIST_DIR}/ucx_version.c
+    CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${UCX_INCLUDE_DIRS}"
+    LINK_OPTIONS "-Wl,-rpath,${ONESIDED_UCX_DIR}" "-Wl,--disable-new-dtags"
+    LINK_LIBRARIES ${_ucx_libs}
+    RUN_OUTPUT_VARIABLE ONESIDED_UCX_VERSION)
+  if(NOT _ucx_built OR NOT _ucx_ran EQUAL 0)
+    set(ONESIDED_UCX_VERSION "unknown")
+  endif()
+  set(_ucx_from "the host MPI's, ${ONESIDED_UCX_VERSION}, ${ONESIDED_UCX_DIR}")
 else()
   target_link_directories(onesided_ucx INTERFACE ${UCX_LIBRARY_DIRS})
   target_link_libraries(onesided_ucx INTERFACE ucp uct ucs ucm)
+  set(ONESIDED_UCX_VERSION "${UCX_VERSION}")
   set(_ucx_from "the system's (${UCX_VERSION}; the host's libmpi links none)")
 endif()
 

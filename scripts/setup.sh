@@ -3,7 +3,9 @@
 #   scripts/setup.sh [--host NAME ...]
 # --host mpich5 / openmpi5 also installs PyPI's MPICH 5.0 or Open MPI 5.0
 # into a virtual environment of its own (scripts/hosts.sh); build for it
-# with cmake -DHOST_MPICC=build-hosts/NAME/bin/mpicc.
+# with cmake -DHOST_MPICC=build-hosts/NAME/bin/mpicc (mpicc_abi of mpich5
+# for the MPI-5 ABI: --host abi). --host impi installs Intel MPI 2021.19's
+# run time (and mpich5, whose libfabric it uses).
 set -euo pipefail
 . "$(dirname "$0")/hosts.sh"
 extra_hosts=()
@@ -16,7 +18,7 @@ while [ $# -gt 0 ]; do
 done
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
-PKGS="mpich libmpich-dev libucx-dev cmake ninja-build gcc make python3 python3-dev python3-venv"
+PKGS="mpich libmpich-dev libucx-dev cmake ninja-build gcc make python3 python3-dev python3-venv pkg-config"
 # The namespace test cluster (scripts/cluster.sh): namespaces, veth and a
 # bridge, an sshd per host, and what its test script uses.
 PKGS="$PKGS iproute2 util-linux procps openssh-server openssh-client bc"
