@@ -81,11 +81,14 @@ int os_mpi_raise_win(MPI_Win handle, const char *call, os_status_t st)
         return os_mpi_raise_comm(MPI_COMM_NULL, call, st);
     MPI_Errhandler eh;
     PMPI_Win_get_errhandler(handle, &eh);
-    bool fatal = is_fatal(eh);
+    bool fatal = is_fatal(eh), returns = eh == MPI_ERRORS_RETURN;
     PMPI_Errhandler_free(&eh);
     if (fatal)
         die(call, cls);
-    PMPI_Win_call_errhandler(handle, cls);
+    /* MPI_ERRORS_RETURN calls nothing, so neither do we: Intel MPI 2021.19's
+     * MPI-5 ABI library ends the job in MPI_Win_call_errhandler even then. */
+    if (!returns)
+        PMPI_Win_call_errhandler(handle, cls);
     return cls;
 }
 
@@ -96,10 +99,11 @@ int os_mpi_raise_comm(MPI_Comm comm, const char *call, os_status_t st)
     if (comm == MPI_COMM_NULL) /* no object: the job's handler (MPI_COMM_WORLD's after MPI_Init) */
         comm = os_world != MPI_COMM_NULL ? os_world : MPI_COMM_WORLD;
     PMPI_Comm_get_errhandler(comm, &eh);
-    bool fatal = is_fatal(eh);
+    bool fatal = is_fatal(eh), returns = eh == MPI_ERRORS_RETURN;
     PMPI_Errhandler_free(&eh);
     if (fatal)
         die(call, cls);
-    PMPI_Comm_call_errhandler(comm, cls);
+    if (!returns) /* as for windows above */
+        PMPI_Comm_call_errhandler(comm, cls);
     return cls;
 }

@@ -199,6 +199,21 @@ static bool node_oversubscribed(void)
  * otherwise from that communicator's group (a later window with a process
  * outside it is refused). Either way the call is collective over exactly
  * the window's processes, which are all in the window's creation. */
+/* Open MPI 5.0's osc/ucx prints "OSC UCX component priority set inside
+ * component query failed" for every window where the UCX PML is not in use,
+ * natively too, and onesided's window handles would print it for each of
+ * the program's windows. The host's windows here carry names, attributes,
+ * info and error handlers, never data, and the handle falls back to
+ * osc/rdma or osc/sm where osc/ucx declines anyway (shell.c): osc/ucx is
+ * left out, before the host reads its parameters, unless the user chose
+ * the components (OMPI_MCA_osc). */
+static void quiet_host_osc(void)
+{
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+    setenv("OMPI_MCA_osc", "^ucx", 0);
+#endif
+}
+
 #if OS_HAVE_SESSIONS
 static MPI_Session own_session = MPI_SESSION_NULL;
 static _Atomic int program_sessions; /* the program's sessions now open */
@@ -237,6 +252,7 @@ out:
 
 int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session)
 {
+    quiet_host_osc();
     int rc = PMPI_Session_init(info, errhandler, session);
     if (rc == MPI_SUCCESS)
         atomic_fetch_add(&program_sessions, 1);
@@ -302,6 +318,7 @@ void os_mpi_init(MPI_Comm comm)
 
 int MPI_Init(int *argc, char ***argv)
 {
+    quiet_host_osc();
     int rc = PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS)
         os_mpi_init(MPI_COMM_NULL);
@@ -310,6 +327,7 @@ int MPI_Init(int *argc, char ***argv)
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
+    quiet_host_osc();
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS) {
         os_threaded = *provided == MPI_THREAD_MULTIPLE;

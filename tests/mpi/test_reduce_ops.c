@@ -223,6 +223,17 @@ static void run(int flavor)
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
+    /* Intel MPI 2021 ends the job on any MPI_Reduce_local error, whatever
+     * the handlers: the oracle cannot be asked which pairs are valid. */
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len;
+    MPI_Get_library_version(version, &len);
+    if (!strncmp(version, "Intel(R) MPI", 12)) {
+        if (t_rank == 0)
+            printf("test_reduce_ops: skipped (Intel MPI's MPI_Reduce_local cannot return an error)\n");
+        MPI_Finalize();
+        return 77;
+    }
     /* For the oracle: MPI_Reduce_local's errors go to MPI_COMM_WORLD's handler
      * on MPI-3 libraries, to MPI_COMM_SELF's on MPI-4 ones (MPICH 5). */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
