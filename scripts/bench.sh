@@ -23,6 +23,8 @@ done
 case "$host" in
     mpich) build=build-release; out=results ;;
     openmpi) build=build-release-ompi; out=results/openmpi ;;
+    abi | impi) echo "bench.sh: the main job compares onesided with a host's own RMA:" \
+        "--host mpich, openmpi, mpich5 or openmpi5" >&2; exit 2 ;;
     *) host_known "$host" ||
         { echo "bench.sh: --host takes mpich, openmpi, mpich5 or openmpi5, not '$host'" >&2; exit 2; }
        build=build-release-$host; out=results/$host ;;
