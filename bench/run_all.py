@@ -45,6 +45,7 @@ import re
 import shutil
 import subprocess
 import sys
+import statistics
 import tempfile
 import time
 
@@ -215,6 +216,11 @@ class Cluster:
             self.lock = None
 
 HOST_NAME = {"host": "MPICH"}  # the host this run compares with (--host)
+
+# The 8-byte rows measured again in JOBS fresh jobs (JOBS_SMOKE at --smoke).
+JOBS, JOBS_SMOKE = 10, 3
+JOB_ROWS = ["put+flush", "get+flush", "accumulate+flush", "fetch_and_op", "compare_and_swap",
+            "lock-put-unlock"]
 
 # Benchmarks that can run their rows one at a time (flag, rows): where a
 # host's own RMA crashes on one row, only that row's native figure is lost.
@@ -625,6 +631,34 @@ def summarize(data):
     return rows
 
 
+def job_spread(data):
+    """Per 8-byte row: each job's figure, native and onesided, across fresh jobs."""
+    out = []
+    for b in JOB_ROWS:
+        xs = [x for x in data.get("microbench_jobs", []) if x["benchmark"] == b]
+        if not xs:
+            continue
+        nat = sorted(float(x["native_us"]) for x in xs)
+        one = sorted(float(x["onesided_us"]) for x in xs)
+        out.append({"benchmark": b, "jobs": len(xs), "native": nat, "onesided": one,
+                    "native_median": statistics.median(nat), "onesided_median": statistics.median(one)})
+    return out
+
+
+def jobs_lines(spread):
+    """The spread across fresh jobs, and the summary rows it adds (medians of the jobs)."""
+    if not spread:
+        return
+    log(f"\n== 8-byte operations in {spread[0]['jobs']} fresh jobs each (MPI_Win_allocate, 2 processes, "
+        "target in the host MPI): µs, median [fastest - slowest job], slowest / median")
+    log(f"{'row':18s} {'native':>28s} {'onesided':>28s} {'onesided/native':>16s}")
+    for x in spread:
+        n, o = x["native"], x["onesided"]
+        nm, om = x["native_median"], x["onesided_median"]
+        log(f"{x['benchmark']:18s} {nm:8.3f} [{n[0]:.3f}-{n[-1]:.3f}] {n[-1] / nm:4.2f}"
+            f" {om:8.3f} [{o[0]:.3f}-{o[-1]:.3f}] {o[-1] / om:4.2f} {om / nm:12.2f}")
+
+
 def linalg_lines(data):
     """Paper 002's library against ScaLAPACK at the largest size on one node:
     onesided_pdgemm / pdgemm and / the OpenBLAS ceiling, the interposed
@@ -714,6 +748,14 @@ def main():
         steps.append((f"microbench-{fl}", r.mpiexec(2, "os_microbench", "--flavor", fl,
                       "--iters", 200 if smoke else 2000, "--reps", reps + 2,
                       "--csv", os.path.join(a.out, f"microbench-{fl}.csv")), fl))
+    # The same 8-byte measurement in fresh jobs: how far one job's figure
+    # is from the next (where the processes and their threads landed, what
+    # the other job left in the caches), which one job's repetitions cannot
+    # show (jobs_lines).
+    for j in range(1, JOBS_SMOKE + 1 if smoke else JOBS + 1):
+        steps.append((f"microbench-jobs-{j:02d}", r.mpiexec(2, "os_microbench", "--flavor", "allocate",
+                      "--iters", 200 if smoke else 2000, "--reps", 3, "--only", ",".join(JOB_ROWS),
+                      "--csv", os.path.join(a.out, f"microbench-jobs-{j:02d}.csv")), "allocate-jobs"))
     for fl in ["allocate", "create"]:
         steps.append((f"microbench-{fl}-busy", r.mpiexec(2, "os_microbench", "--flavor", fl,
                       "--busy-target", 100, "--iters", 50 if smoke else 500, "--reps", reps,
@@ -859,7 +901,11 @@ def main():
             continue
         path = cmd[cmd.index("--csv") + 1]
         rows = read_csv(path)
-        if name.startswith("microbench"):
+        if name.startswith("microbench-jobs"):
+            for x in rows:
+                x["job"] = name
+            data.setdefault("microbench_jobs", []).extend(rows)
+        elif name.startswith("microbench"):
             for x in rows:
                 x["flavor"] = tag
             data["microbench"] += rows
@@ -895,6 +941,9 @@ def main():
         data["hpcc"] = run_hpcc(r, total, total, a.np, k)
 
     summary = summarize(data)
+    spread = job_spread(data)
+    summary += [(f"microbench (allocate, median of {x['jobs']} jobs)", x["benchmark"], x["native_median"],
+                 x["onesided_median"], "us", "lower") for x in spread]
     host = HOST_NAME["host"]
     log(f"\n== Summary: native {host} RMA vs onesided, same run (same processes unless native crashed)")
     log(f"{'benchmark':32s} {'case':30s} {'native':>12s} {'onesided':>12s} {'unit':>7s} {'ratio':>8s}")
@@ -918,13 +967,14 @@ def main():
         w.writerows(out_rows)
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump({"config": {"smoke": smoke, "np": a.np, "log2_local": k, "reps": reps, "host": a.host},
-                   "summary": out_rows, "hpcc": data.get("hpcc"), "failed": r.failed,
+                   "summary": out_rows, "jobs": spread, "hpcc": data.get("hpcc"), "failed": r.failed,
                    "native_crashed": r.native_crashed}, f, indent=1)
     figs = plots(a.out, data)
     for p in figs:
         log(f"figure: {p}")
     log(f"results: {a.out}")
     linalg_lines(data)
+    jobs_lines(spread)
     slower_line(out_rows, host)
     if r.failed:
         log(f"FAILED: {', '.join(r.failed)}")

@@ -188,7 +188,8 @@ for f in microbench-allocate.csv microbench-create.csv microbench-create_allocme
          microbench-hosts2-allocate.csv microbench-hosts2-create.csv \
          microbench-hosts2-allocate-busy.csv microbench-hosts2-create-busy.csv \
          rma_sweep-hosts2.csv randomaccess-hosts2-allocate.csv randomaccess-hosts2-create.csv \
-         busy_epochs-hosts2.csv lock_bench-hosts2.csv cooperation-hosts4.csv; do
+         busy_epochs-hosts2.csv lock_bench-hosts2.csv cooperation-hosts4.csv \
+         microbench-jobs-01.csv microbench-jobs-03.csv; do
     [ -s "build-release/smoke/$f" ] || { echo "main job smoke: missing output $f"; exit 1; }
 done
 grep -q '"failed": \[\]' build-release/smoke/summary.json ||
