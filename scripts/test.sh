@@ -100,6 +100,7 @@ done
 # MPI_Reduce_local cannot return an error for the test's oracle.
 impi_tests=$(flat test_ops_np2 test_ops_np3 test_sync_np2 test_errors_np2 test_reduce_ops_np2 \
     test_datatypes_np2 test_dynamic_np2 test_concurrency_np4 test_windows_np2 test_sessions_np2 \
+    native_test_sessions_np2 \
     test_pscw_order_np2 test_preload_np2 test_node_requests_np2 vnode1_test_ops vnode1_test_sync \
     vnode1_test_pscw_order_np2 vnode1_test_host_progress release_order_hybrid)
 for h in mpich5 abi; do
