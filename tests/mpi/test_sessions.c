@@ -39,9 +39,14 @@ static int rank, size, fails, passes;
     } while (0)
 
 enum { WORDS = 1024 };
-enum { K_ALLOCATE, K_SHARED, K_MALLOC, K_ALLOC_MEM, K_BIG_MALLOC, K_DYNAMIC, K_COUNT };
+/* K_MIXED: rank 0's block on a page boundary (its whole pages shared in
+ * place, so the others map all of its window), everybody else's a heap
+ * block sharing its pages (reached by CMA): the answers differ per target,
+ * which a malloc'd window shows only when the heap happens to align. */
+enum { K_ALLOCATE, K_SHARED, K_MALLOC, K_MIXED, K_ALLOC_MEM, K_BIG_MALLOC, K_DYNAMIC, K_COUNT };
 static const char *const kind_name[K_COUNT] = { "MPI_Win_allocate", "MPI_Win_allocate_shared",
                                                 "MPI_Win_create (malloc)",
+                                                "MPI_Win_create (rank 0's block page-aligned)",
                                                 "MPI_Win_create (MPI_Alloc_mem)",
                                                 "MPI_Win_create (1 MB malloc)",
                                                 "MPI_Win_create_dynamic" };
@@ -150,6 +155,7 @@ static void shared_query(MPI_Comm comm, MPI_Win win, int kind, int64_t *mem, MPI
     /* Loads and stores through shared_query's pointers: inside a passive
      * epoch, made visible by MPI_Win_sync and a barrier (MPI's shared-memory
      * idiom; MPICH refuses MPI_Win_sync outside an epoch). */
+    int *stored = calloc((size_t)size, sizeof *stored); /* into whom this rank stored */
     MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
     for (int r = 0; r < nsize; r++) {
         MPI_Group_translate_ranks(ng, 1, &r, cg, &wrank);
@@ -163,6 +169,7 @@ static void shared_query(MPI_Comm comm, MPI_Win win, int kind, int64_t *mem, MPI
               (void *)p, (long)sz, du);
         if (rc == MPI_SUCCESS && p && sz == WORDS * 8) {
             p[16 + rank] = 1000 + rank;
+            stored[wrank] = 1;
             count++;
         }
     }
@@ -170,9 +177,10 @@ static void shared_query(MPI_Comm comm, MPI_Win win, int kind, int64_t *mem, MPI
     MPI_Barrier(comm);
     MPI_Win_sync(win);
     MPI_Win_unlock_all(win);
-    /* Which node-mates stored here: compare with what they say they did. */
-    int *did = calloc((size_t)size, sizeof *did), mine_did = count > 0;
-    MPI_Allgather(&mine_did, 1, MPI_INT, did, 1, MPI_INT, comm);
+    /* Which node-mates stored here, by their own account: the answer may
+     * differ per target (one process's memory mapped here, another's not). */
+    int *did = calloc((size_t)size, sizeof *did);
+    MPI_Alltoall(stored, 1, MPI_INT, did, 1, MPI_INT, comm);
     for (int r = 0; r < nsize; r++) {
         MPI_Group_translate_ranks(ng, 1, &r, cg, &wrank);
         if (wrank != rank && did[wrank])
@@ -182,6 +190,7 @@ static void shared_query(MPI_Comm comm, MPI_Win win, int kind, int64_t *mem, MPI
     }
     *mapped = count;
     free(did);
+    free(stored);
     MPI_Group_free(&ng);
     MPI_Group_free(&cg);
     MPI_Win_set_errhandler(win, old);
@@ -216,6 +225,10 @@ static void run(MPI_Comm comm)
             break;
         case K_BIG_MALLOC:
             mem = malloc(1 << 20); /* its own mmap: whole pages */
+            MPI_Win_create(mem, bytes, 8, MPI_INFO_NULL, comm, &win);
+            break;
+        case K_MIXED:
+            mem = rank == 0 ? aligned_alloc(4096, (size_t)bytes) : malloc((size_t)bytes);
             MPI_Win_create(mem, bytes, 8, MPI_INFO_NULL, comm, &win);
             break;
         case K_DYNAMIC:
