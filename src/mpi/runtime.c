@@ -191,6 +191,24 @@ static bool node_oversubscribed(void)
     return cores > 0 && local > cores;
 }
 
+/* Open MPI 5.0's osc/ucx prints "OSC UCX component priority set inside
+ * component query failed" for every window where the UCX PML is not in use,
+ * natively too, and onesided's window handles would print it for each of
+ * the program's windows. The host's windows here carry names, attributes,
+ * info and error handlers, never data, and the handle falls back to
+ * osc/rdma or osc/sm where osc/ucx declines anyway (shell.c): osc/ucx is
+ * left out, before the host reads its parameters, unless the user chose
+ * the components (OMPI_MCA_osc). The main job's native side runs in the
+ * same processes: where osc/ucx would take its windows (the UCX PML in use,
+ * across nodes with RDMA hardware), name the components for a fair
+ * comparison (OMPI_MCA_osc=ucx,sm,rdma). */
+static void quiet_host_osc(void)
+{
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+    setenv("OMPI_MCA_osc", "^ucx", 0);
+#endif
+}
+
 /* MPI-4 sessions (MPICH 4 and 5, Open MPI 5; not Open MPI 4.1). A program may never call MPI_Init: it makes communicators from
  * process sets of sessions of its own, and MPI_COMM_WORLD and MPI_COMM_SELF
  * do not exist. onesided then takes a session of its own at the program's
@@ -199,21 +217,6 @@ static bool node_oversubscribed(void)
  * otherwise from that communicator's group (a later window with a process
  * outside it is refused). Either way the call is collective over exactly
  * the window's processes, which are all in the window's creation. */
-/* Open MPI 5.0's osc/ucx prints "OSC UCX component priority set inside
- * component query failed" for every window where the UCX PML is not in use,
- * natively too, and onesided's window handles would print it for each of
- * the program's windows. The host's windows here carry names, attributes,
- * info and error handlers, never data, and the handle falls back to
- * osc/rdma or osc/sm where osc/ucx declines anyway (shell.c): osc/ucx is
- * left out, before the host reads its parameters, unless the user chose
- * the components (OMPI_MCA_osc). */
-static void quiet_host_osc(void)
-{
-#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
-    setenv("OMPI_MCA_osc", "^ucx", 0);
-#endif
-}
-
 #if OS_HAVE_SESSIONS
 static MPI_Session own_session = MPI_SESSION_NULL;
 static _Atomic int program_sessions; /* the program's sessions now open */
