@@ -101,15 +101,21 @@ static inline bool t_cma_refused(void)
     return getenv("ONESIDED_TEST_NO_CMA") || (v && atoi(v) == 0);
 }
 
+/* The host MPI at run time is Intel MPI (through the MPICH or MPI-5 ABI). */
+static inline bool t_host_is_intel(void)
+{
+    char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(v, &len);
+    return strncmp(v, "Intel(R) MPI", 12) == 0;
+}
+
 /* The host MPI waits in a poll loop onesided can serve from (MPICH's and
  * Open MPI's: UCX or opal_progress), which node requests and host progress
  * need. Intel MPI's is libfabric's, which calls neither. */
 static inline bool t_host_loop_serves(void)
 {
-    char v[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    MPI_Get_library_version(v, &len);
-    return strncmp(v, "Intel(R) MPI", 12) != 0;
+    return !t_host_is_intel();
 }
 
 /* MPI_Win_create makes the program's own memory shareable where it can
