@@ -25,6 +25,9 @@ static void types_lock_give(void)
         pthread_mutex_unlock(&types_lock);
 }
 static int cache_keyval = MPI_KEYVAL_INVALID;
+/* Moved on when a type leaves the cache: retires every thread's last lookup. */
+_Atomic uint64_t os_types_gen = 1;
+_Thread_local os_dtype_cache_t os_dtype_cache;
 
 static uintptr_t key_of(MPI_Datatype dt)
 {
@@ -225,6 +228,7 @@ static int cache_delete(MPI_Datatype dt, int keyval, void *val, void *extra)
     (void)extra;
     types_lock_take();
     os_dtype_t *t = os_hmap_del(&types, key_of(dt));
+    atomic_fetch_add_explicit(&os_types_gen, 1, memory_order_release);
     types_lock_give();
     os_dtype_release(t ? t : val);
     return MPI_SUCCESS;
@@ -589,10 +593,13 @@ out:
     return st;
 }
 
-os_status_t os_mpi_dtype(MPI_Datatype dt, os_dtype_t **out, os_dtype_how_t *how)
+os_status_t os_mpi_dtype_lookup(MPI_Datatype dt, os_dtype_t **out, os_dtype_how_t *how)
 {
     os_status_t st = OS_OK;
     os_dtype_how_t h = OS_DTYPE_CACHED;
+    /* Read before the lookup: a type freed meanwhile leaves a stale entry
+     * that the next check already refuses. */
+    uint64_t gen = atomic_load_explicit(&os_types_gen, memory_order_acquire);
     types_lock_take();
     os_dtype_t *t = os_hmap_get(&types, key_of(dt));
     if (t)
@@ -615,8 +622,12 @@ out:
     types_lock_give();
     if (how)
         *how = h;
-    if (!st)
+    if (!st) {
         *out = t;
+        os_dtype_cache.handle = dt;
+        os_dtype_cache.type = t;
+        os_dtype_cache.gen = gen;
+    }
     return st;
 }
 

@@ -24,8 +24,26 @@
  * MPI_COMM_NULL. */
 void os_mpi_init(MPI_Comm comm);
 
-/* Window handle -> engine window; NULL when the handle is not ours. */
-os_win_t *os_mpi_win(MPI_Win handle);
+/* Window handle -> engine window; NULL when the handle is not ours. Each
+ * thread remembers the last window it looked up (most programs use one at a
+ * time), valid while no window has come or gone since (handles are
+ * reused): the check is inline, a few instructions on every RMA call. */
+typedef struct {
+    MPI_Win handle;
+    os_win_t *win;
+    uint64_t gen;
+} os_win_cache_t;
+extern _Thread_local os_win_cache_t os_win_cache;
+extern _Atomic uint64_t os_windows_gen;
+/* Out of line, so that the inline check stays a few instructions. */
+__attribute__((noinline)) os_win_t *os_mpi_win_lookup(MPI_Win handle);
+static inline os_win_t *os_mpi_win(MPI_Win handle)
+{
+    if (handle == os_win_cache.handle &&
+        atomic_load_explicit(&os_windows_gen, memory_order_acquire) == os_win_cache.gen)
+        return os_win_cache.win;
+    return os_mpi_win_lookup(handle);
+}
 
 /* The window of a handle, entered for one MPI call: under
  * MPI_THREAD_MULTIPLE its mutex is held until the variable goes out of
@@ -58,7 +76,28 @@ void os_mpi_win_unregister(os_win_t *w);
  * programs that create, use and free the same type in a loop); how, when not
  * NULL, tells which. */
 typedef enum { OS_DTYPE_CACHED, OS_DTYPE_DECODED, OS_DTYPE_REUSED } os_dtype_how_t;
-os_status_t os_mpi_dtype(MPI_Datatype dt, os_dtype_t **out, os_dtype_how_t *how);
+__attribute__((noinline)) os_status_t os_mpi_dtype_lookup(MPI_Datatype dt, os_dtype_t **out,
+                                                        os_dtype_how_t *how);
+/* As with windows, each thread remembers the last type it looked up, valid
+ * until any type leaves the cache (MPI_Type_free; handles are reused). */
+typedef struct {
+    MPI_Datatype handle;
+    os_dtype_t *type;
+    uint64_t gen;
+} os_dtype_cache_t;
+extern _Thread_local os_dtype_cache_t os_dtype_cache;
+extern _Atomic uint64_t os_types_gen;
+static inline os_status_t os_mpi_dtype(MPI_Datatype dt, os_dtype_t **out, os_dtype_how_t *how)
+{
+    if (dt == os_dtype_cache.handle &&
+        atomic_load_explicit(&os_types_gen, memory_order_acquire) == os_dtype_cache.gen) {
+        *out = os_dtype_cache.type;
+        if (how)
+            *how = OS_DTYPE_CACHED;
+        return OS_OK;
+    }
+    return os_mpi_dtype_lookup(dt, out, how);
+}
 void os_mpi_dtype_init(void);
 /* MPI_Op -> os_op_t, or -1 for a user-defined or invalid op. */
 int os_mpi_op(MPI_Op op);

@@ -8,16 +8,12 @@
 
 static bool initialized;
 static os_hmap_t windows;
-/* Under MPI_THREAD_MULTIPLE the registry changes under a write lock. Each
- * thread remembers the last window it looked up (most programs use one at a
- * time), valid while no window has come or gone since: handles are reused. */
+/* Under MPI_THREAD_MULTIPLE the registry changes under a write lock; each
+ * change moves the generation on, which retires every thread's cached
+ * lookup (os_mpi_win). */
 static pthread_rwlock_t windows_lock = PTHREAD_RWLOCK_INITIALIZER;
-static _Atomic uint64_t windows_gen = 1;
-static _Thread_local struct {
-    MPI_Win handle;
-    os_win_t *win;
-    uint64_t gen;
-} last;
+_Atomic uint64_t os_windows_gen = 1;
+_Thread_local os_win_cache_t os_win_cache;
 
 static uintptr_t key_of(MPI_Win h)
 {
@@ -282,6 +278,7 @@ void os_mpi_init(MPI_Comm comm)
     int flag = 0, rank = 0, keyval;
     if (initialized)
         return;
+    os_main_thread = true;
     PMPI_Initialized(&flag);
     if (flag) {
         os_world = MPI_COMM_WORLD;
@@ -339,20 +336,18 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     return rc;
 }
 
-os_win_t *os_mpi_win(MPI_Win handle)
+os_win_t *os_mpi_win_lookup(MPI_Win handle)
 {
-    uint64_t gen = atomic_load_explicit(&windows_gen, memory_order_acquire);
-    if (handle == last.handle && gen == last.gen)
-        return last.win;
+    uint64_t gen = atomic_load_explicit(&os_windows_gen, memory_order_acquire);
     if (os_threaded)
         pthread_rwlock_rdlock(&windows_lock);
     os_win_t *w = os_hmap_get(&windows, key_of(handle));
     if (os_threaded)
         pthread_rwlock_unlock(&windows_lock);
     if (w) {
-        last.handle = handle;
-        last.win = w;
-        last.gen = gen;
+        os_win_cache.handle = handle;
+        os_win_cache.win = w;
+        os_win_cache.gen = gen;
     }
     return w;
 }
@@ -375,7 +370,7 @@ void os_mpi_win_unlock(os_win_t *w)
 
 static void registry_change(void)
 {
-    atomic_fetch_add_explicit(&windows_gen, 1, memory_order_release);
+    atomic_fetch_add_explicit(&os_windows_gen, 1, memory_order_release);
 }
 
 os_status_t os_mpi_win_register(os_win_t *w)

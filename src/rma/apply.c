@@ -119,44 +119,13 @@ os_status_t os_apply_move(os_win_t *w, int target, bool to_target, char *taddr,
     return st;
 }
 
-os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, const os_dtype_t *t)
-{
-    const os_peer_t *p = &w->peers[target];
-    uint8_t s = w->tstate[target] & ~OS_T_LOCK_NOCHECK;
-    if (w->access == OS_ACCESS_LOCK && s == OS_T_LOCK_EXCL)
-        return OS_ACC_EXCLUSIVE; /* nobody else may touch the target window */
-    if (p->acc_mutex_always || p->access != OS_PEER_DIRECT)
-        return OS_ACC_MUTEX;
-    /* Elements that fit one CPU atomic and are aligned for it, wherever the
-     * type puts them; any origin accumulating the same type at the same place
-     * makes the same choice, which is what keeps mixed paths out. */
-    return os_reduce_atomic_ok_type(t, taddr) ? OS_ACC_ATOMIC : OS_ACC_MUTEX;
-}
-
 /* Large accumulates on memory whose elements take CPU atomics ("bulk"):
  * one lock-prefixed instruction per element runs near 1 GB/s, while plain
- * vectorized reductions run ten times faster. A bulk accumulate may use plain
- * loads and stores only while no CPU-atomic accumulate can touch the same
- * memory, so the two sides do a Dekker handshake with sequentially consistent
- * accesses: an atomic accumulator raises its own acc_active count and then
- * checks the target's acc_bulk flag; a bulk accumulator raises acc_bulk and
- * then waits until every process's acc_active count is zero. At least one side
- * sees the other's flag, so they never overlap. Bulk accumulates also hold
- * the target's accumulate mutex, which orders them among themselves. */
-/* acc_active counts this process's CPU-atomic accumulates in flight: two
- * threads of one process (the application's and the progress thread serving
- * remote origins) may both be inside one. */
-bool os_acc_atomic_try_enter(os_win_t *w, int target)
-{
-    _Atomic uint64_t *mine = &w->ctl[w->rank].acc_active;
-    atomic_fetch_add_explicit(mine, 1, memory_order_seq_cst);
-    if (!atomic_load_explicit(&w->ctl[target].acc_bulk, memory_order_seq_cst))
-        return true;
-    atomic_fetch_sub_explicit(mine, 1, memory_order_release);
-    return false;
-}
-
-void os_acc_atomic_enter(os_win_t *w, int target)
+ * vectorized reductions run ten times faster. The handshake that keeps them
+ * apart from CPU-atomic accumulates is described at os_acc_atomic_try_enter
+ * (os_rma.h). Bulk accumulates also hold the target's accumulate mutex,
+ * which orders them among themselves. */
+void os_acc_atomic_wait(os_win_t *w, int target)
 {
     while (!os_acc_atomic_try_enter(w, target)) {
         os_backoff_t b = OS_BACKOFF_INIT;
@@ -165,9 +134,11 @@ void os_acc_atomic_enter(os_win_t *w, int target)
     }
 }
 
-void os_acc_atomic_exit(os_win_t *w)
+/* No CPU-atomic accumulate of rank r in flight (the bulk side's check). */
+static bool atomic_quiet(const os_win_t *w, int r)
 {
-    atomic_fetch_sub_explicit(&w->ctl[w->rank].acc_active, 1, memory_order_release);
+    return !atomic_load_explicit(&w->ctl[r].acc_active, memory_order_seq_cst) &&
+           !atomic_load_explicit(&w->ctl[r].acc_active_main, memory_order_seq_cst);
 }
 
 static void acc_bulk_enter(os_win_t *w, int target)
@@ -176,7 +147,7 @@ static void acc_bulk_enter(os_win_t *w, int target)
     atomic_store_explicit(&w->ctl[target].acc_bulk, 1, memory_order_seq_cst);
     for (int r = 0; r < w->nranks; r++) {
         os_backoff_t b = OS_BACKOFF_INIT;
-        while (atomic_load_explicit(&w->ctl[r].acc_active, memory_order_seq_cst))
+        while (!atomic_quiet(w, r))
             os_backoff_wait(&b);
     }
 }
@@ -530,7 +501,7 @@ static bool try_apply_bulk(os_win_t *w, int target, bool fetch, os_op_t op, os_b
         atomic_store_explicit(&w->ctl[target].acc_bulk, 1, memory_order_seq_cst);
         bool quiet = true;
         for (int r = 0; r < w->nranks && quiet; r++)
-            quiet = !atomic_load_explicit(&w->ctl[r].acc_active, memory_order_seq_cst);
+            quiet = atomic_quiet(w, r);
         if (quiet) {
             size_t pos = 0;
             for (uint32_t i = 0; i < nruns; pos += runs[i].len, i++) {

@@ -180,19 +180,28 @@ static os_status_t enqueue(os_win_t *w, const os_rma_op_t *op)
     return OS_OK;
 }
 
+/* Per kind (os_rma_kind_t): its count of calls and of bytes (-1: none). */
+static const int8_t ops_stat[] = {
+    ONESIDED_STAT_PUT_OPS, ONESIDED_STAT_GET_OPS, ONESIDED_STAT_ACC_OPS,
+    ONESIDED_STAT_GET_ACC_OPS, ONESIDED_STAT_FOP_OPS, ONESIDED_STAT_CAS_OPS,
+};
+static const int8_t bytes_stat[] = {
+    ONESIDED_STAT_PUT_BYTES, ONESIDED_STAT_GET_BYTES, ONESIDED_STAT_ACC_BYTES,
+    ONESIDED_STAT_GET_ACC_BYTES, -1, -1,
+};
+
+static inline void count_kind(os_win_t *w, os_rma_kind_t kind, size_t bytes, bool request)
+{
+    w->stats.counter[ops_stat[kind]]++;
+    if (bytes_stat[kind] >= 0)
+        w->stats.counter[bytes_stat[kind]] += bytes;
+    if (request)
+        OS_STAT(w, REQUEST_OPS, 1);
+}
+
 static void count_op(os_win_t *w, const os_rma_op_t *op)
 {
-    size_t bytes = op->tcount * op->ttype->size;
-    switch (op->kind) {
-    case OS_RMA_PUT: OS_STAT(w, PUT_OPS, 1); OS_STAT(w, PUT_BYTES, bytes); break;
-    case OS_RMA_GET: OS_STAT(w, GET_OPS, 1); OS_STAT(w, GET_BYTES, bytes); break;
-    case OS_RMA_ACC: OS_STAT(w, ACC_OPS, 1); OS_STAT(w, ACC_BYTES, bytes); break;
-    case OS_RMA_GET_ACC: OS_STAT(w, GET_ACC_OPS, 1); OS_STAT(w, GET_ACC_BYTES, bytes); break;
-    case OS_RMA_FOP: OS_STAT(w, FOP_OPS, 1); break;
-    default: OS_STAT(w, CAS_OPS, 1); break;
-    }
-    if (op->request)
-        OS_STAT(w, REQUEST_OPS, 1);
+    count_kind(w, (os_rma_kind_t)op->kind, op->tcount * op->ttype->size, op->request);
 }
 
 /* An operation with nothing to move: a zero count or a zero-size datatype
@@ -212,6 +221,44 @@ static bool moves_nothing(const os_rma_op_t *op)
     return false;
 }
 
+/* One element: a constant size is one move, where memcpy of a size known
+ * only at run time is a call. */
+static inline __attribute__((always_inline)) void copy_element(void *dst, const void *src,
+                                                               size_t e)
+{
+    switch (e) {
+    case 1: memcpy(dst, src, 1); break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    case 8: memcpy(dst, src, 8); break;
+    default: memcpy(dst, src, e); break;
+    }
+}
+
+/* The commonest single-element atomics, on 64-bit integers (counters,
+ * RandomAccess, queues), inline: the same instructions os_reduce_atomic
+ * would choose, without its dispatch on size, type and op. False for
+ * anything else. The target is aligned (os_acc_mode said atomic). */
+static inline bool atomic_word(os_op_t op, os_basic_t basic, char *taddr, const void *origin,
+                               void *fetch)
+{
+    uint64_t v = 0, old;
+    if (basic != OS_B_INT64 && basic != OS_B_UINT64)
+        return false;
+    if (origin)
+        memcpy(&v, origin, sizeof v);
+    uint64_t *t = (uint64_t *)(void *)taddr;
+    switch (op) {
+    case OS_OP_SUM: old = __atomic_fetch_add(t, v, __ATOMIC_ACQ_REL); break;
+    case OS_OP_REPLACE: old = __atomic_exchange_n(t, v, __ATOMIC_ACQ_REL); break;
+    case OS_OP_NO_OP: old = __atomic_load_n(t, __ATOMIC_ACQUIRE); break;
+    default: return false;
+    }
+    if (fetch)
+        memcpy(fetch, &old, sizeof old);
+    return true;
+}
+
 /* Fast path: one predefined element to memory this process maps, in an
  * epoch that already grants access to the target. It is the common case of
  * fine-grained RMA (RandomAccess updates, counters, queues built on
@@ -221,32 +268,32 @@ static bool moves_nothing(const os_rma_op_t *op)
  * stay atomic with each other. Returns false, having done nothing, for
  * anything it does not handle, every error included: the general path then
  * decides and reports. */
-static bool single_element(os_win_t *w, const os_rma_op_t *op)
+bool os_rma_single(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
+                   int target, MPI_Aint tdisp, const void *origin, const void *compare,
+                   void *result, bool request)
 {
-    const os_dtype_t *t = op->ttype;
-    const os_peer_t *p = &w->peers[op->target];
-    const bool fetch = op->kind >= OS_RMA_GET_ACC, acc = op->kind >= OS_RMA_ACC;
+    const bool fetch = kind >= OS_RMA_GET_ACC, acc = kind >= OS_RMA_ACC;
     const size_t e = t->size;
     long long off;
 
-    if (op->tcount != 1 || op->ocount != 1 || op->otype != t || !t->predefined || !e ||
-        t->basic_size != e || (fetch && (op->rcount != 1 || op->rtype != t)))
+    if (target < 0 || target >= w->nranks || !t->predefined || !e || t->basic_size != e)
         return false;
+    const os_peer_t *p = &w->peers[target];
     if (p->access != OS_PEER_DIRECT || w->flavor == OS_FLAVOR_DYNAMIC)
         return false;
     switch (w->access) {
     case OS_ACCESS_LOCK_ALL:
         break;
     case OS_ACCESS_LOCK:
-        if (w->tstate[op->target] == OS_T_NONE)
+        if (w->tstate[target] == OS_T_NONE)
             return false;
         break;
     case OS_ACCESS_FENCE:
-        if (!w->fence_immediate || op->request)
+        if (!w->fence_immediate || request)
             return false;
         break;
     case OS_ACCESS_PSCW:
-        if (w->tstate[op->target] != OS_T_PSCW_READY || op->request)
+        if (w->tstate[target] != OS_T_PSCW_READY || request)
             return false;
         break;
     default:
@@ -254,74 +301,84 @@ static bool single_element(os_win_t *w, const os_rma_op_t *op)
     }
     /* Coalesced accumulates to this target run first (same-origin ordering),
      * and forced coalescing queues even what one CPU atomic would do. */
-    if (w->acc_batch && (w->acc_batch[op->target].n ||
-                         (op->kind == OS_RMA_ACC && w->cfg.acc_coalesce > 0)))
+    if (w->acc_batch && (w->acc_batch[target].n ||
+                         (kind == OS_RMA_ACC && w->cfg.acc_coalesce > 0)))
         return false;
-    if (op->tdisp < 0 ||
-        __builtin_mul_overflow((long long)op->tdisp, (long long)p->disp_unit, &off) ||
+    if (tdisp < 0 || __builtin_mul_overflow((long long)tdisp, (long long)p->disp_unit, &off) ||
         off > (long long)p->size - (long long)e)
         return false;
     char *taddr = p->base + off;
     os_acc_mode_t mode = OS_ACC_ATOMIC;
     if (acc) {
-        if (t->basic == OS_B_NONE || !os_op_valid((os_op_t)op->op, (os_class_t)t->cls))
+        if (t->basic == OS_B_NONE || !os_op_valid(rop, (os_class_t)t->cls))
             return false;
-        mode = os_acc_mode(w, op->target, taddr, t);
+        mode = os_acc_mode(w, target, taddr, t);
         if (mode == OS_ACC_MUTEX || (w->cfg.acc_bulk_min > 0 && e >= (size_t)w->cfg.acc_bulk_min))
             return false;
     }
 
-    count_op(w, op);
+    count_kind(w, kind, e, request);
+    OS_STAT(w, FAST_PATH_OPS, 1);
     if (w->access == OS_ACCESS_FENCE)
         w->fence_epoch_ops++;
-    const os_op_t rop = (os_op_t)op->op;
-    const void *origin = rop == OS_OP_NO_OP && acc ? NULL : op->origin;
-    switch (op->kind) {
+    switch (kind) {
     case OS_RMA_PUT:
-        memcpy(taddr, op->origin, e);
+        copy_element(taddr, origin, e);
         return true;
     case OS_RMA_GET:
-        memcpy((void *)op->origin, taddr, e);
+        copy_element((void *)origin, taddr, e);
         return true;
     default:
         break;
     }
+    if (rop == OS_OP_NO_OP)
+        origin = NULL;
     if (mode == OS_ACC_ATOMIC) {
-        os_acc_atomic_enter(w, op->target);
-        if (op->kind == OS_RMA_CAS)
-            os_cas_atomic(e, taddr, op->compare, op->origin, op->result);
-        else
+        os_acc_atomic_enter(w, target);
+        if (kind == OS_RMA_CAS)
+            os_cas_atomic(e, taddr, compare, origin, result);
+        else if (!atomic_word(rop, (os_basic_t)t->basic, taddr, origin, fetch ? result : NULL))
             os_reduce_atomic(rop, (os_basic_t)t->basic, e, taddr, origin,
-                             fetch ? op->result : NULL, 1);
+                             fetch ? result : NULL, 1);
         os_acc_atomic_exit(w);
         OS_STAT(w, ACC_ATOMIC_ELEMS, 1);
         return true;
     }
     /* Exclusive lock: nobody else may touch the target window, so plain
      * loads and stores are atomic enough. */
-    if (op->kind == OS_RMA_CAS) {
+    if (kind == OS_RMA_CAS) {
         char old[64];
         memcpy(old, taddr, e);
-        if (!memcmp(old, op->compare, e))
-            memcpy(taddr, op->origin, e);
-        memcpy(op->result, old, e);
+        if (!memcmp(old, compare, e))
+            memcpy(taddr, origin, e);
+        memcpy(result, old, e);
         OS_STAT(w, ACC_EXCL_ELEMS, 1);
         return true;
     }
     if (fetch)
-        memcpy(op->result, taddr, e);
+        memcpy(result, taddr, e);
     if (origin)
         os_reduce(rop, (os_basic_t)t->basic, e, taddr, origin, 1);
     OS_STAT(w, ACC_EXCL_ELEMS, 1);
     return true;
 }
 
+/* An operation the single-element path takes: one element of one type at
+ * the origin, the target and (fetching kinds) the result. */
+static bool single_element(os_win_t *w, const os_rma_op_t *op)
+{
+    const os_dtype_t *t = op->ttype;
+    if (op->tcount != 1 || op->ocount != 1 || op->otype != t ||
+        (op->kind >= OS_RMA_GET_ACC && (op->rcount != 1 || op->rtype != t)))
+        return false;
+    return os_rma_single(w, (os_rma_kind_t)op->kind, (os_op_t)op->op, t, op->target, op->tdisp,
+                         op->origin, op->compare, op->result, op->request);
+}
+
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
 {
-    if (op->target >= 0 && op->target < w->nranks && single_element(w, op)) {
-        OS_STAT(w, FAST_PATH_OPS, 1);
+    if (single_element(w, op))
         return OS_OK;
-    }
 
     os_status_t st;
     const char *name = kind_name[op->kind];

@@ -130,11 +130,13 @@ typedef struct {
      * while a slow one still drains this one. */
     _Alignas(OS_CACHELINE) _Atomic uint64_t fence_expect[2];
     _Atomic uint64_t fence_done[2];
-    /* Bulk accumulates (os_acc_bulk_enter): acc_active counts this rank's
-     * CPU-atomic accumulates in flight (as an origin), acc_bulk is set by an
+    /* Bulk accumulates (os_acc_bulk_enter): acc_active and acc_active_main
+     * count this rank's CPU-atomic accumulates in flight (as an origin; the
+     * second its main thread's alone, apply.c), acc_bulk is set by an
      * origin running a bulk accumulate on this rank's memory. Separate lines:
-     * the first is written often by its owner, the second read by everyone. */
+     * the counts are written often by their owners, the flag read by all. */
     _Alignas(OS_CACHELINE) _Atomic uint64_t acc_active;
+    _Alignas(OS_CACHELINE) _Atomic uint64_t acc_active_main;
     _Alignas(OS_CACHELINE) _Atomic uint64_t acc_bulk;
     _Alignas(OS_CACHELINE) _Atomic uint64_t pscw_done; /* MPI_Win_complete calls received */
     /* Dynamic windows (dynamic.c): a sequence lock, odd while the owner
@@ -461,6 +463,14 @@ int os_win_describe(const os_win_t *w, char *buf, size_t len);
 
 /* Check an operation and do it, or queue it to the closing fence. */
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op);
+/* The fast path (ops.c): one element of predefined type t at the origin,
+ * the target and (fetching kinds) the result, to memory this process maps,
+ * in an epoch that already grants access to the target. True when done;
+ * false, having done nothing, for anything else, errors included, which
+ * os_rma_issue then decides and reports. */
+bool os_rma_single(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
+                   int target, MPI_Aint tdisp, const void *origin, const void *compare,
+                   void *result, bool request);
 os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
 
 /* Runs per process_vm_readv/writev call: the kernel's limit (UIO_MAXIOV),
@@ -477,13 +487,87 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
 os_status_t os_apply_cas(os_win_t *w, const os_rma_op_t *op, char *taddr);
 
 /* apply.c: the atomicity path of an accumulate on `t` elements at taddr. */
-os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr, const os_dtype_t *t);
+static inline os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const char *taddr,
+                                        const os_dtype_t *t)
+{
+    const os_peer_t *p = &w->peers[target];
+    uint8_t s = w->tstate[target] & ~OS_T_LOCK_NOCHECK;
+    if (w->access == OS_ACCESS_LOCK && s == OS_T_LOCK_EXCL)
+        return OS_ACC_EXCLUSIVE; /* nobody else may touch the target window */
+    if (p->acc_mutex_always || p->access != OS_PEER_DIRECT)
+        return OS_ACC_MUTEX;
+    /* Elements that fit one CPU atomic and are aligned for it, wherever the
+     * type puts them; any origin accumulating the same type at the same place
+     * makes the same choice, which is what keeps mixed paths out. A
+     * predefined type is one element. */
+    bool ok = t->predefined ? os_reduce_atomic_ok(t->basic_size, taddr)
+                            : os_reduce_atomic_ok_type(t, taddr);
+    return ok ? OS_ACC_ATOMIC : OS_ACC_MUTEX;
+}
 
 /* Around CPU-atomic accumulates on `target` (waits while a bulk one runs
- * there; the try form returns false instead of waiting). */
-void os_acc_atomic_enter(os_win_t *w, int target);
-bool os_acc_atomic_try_enter(os_win_t *w, int target);
-void os_acc_atomic_exit(os_win_t *w);
+ * there; the try form returns false instead of waiting). Inline: they are
+ * most of an 8-byte accumulate's own cost.
+ *
+ * Large accumulates on memory whose elements take CPU atomics ("bulk",
+ * apply.c) use plain loads and stores, which is safe only while no
+ * CPU-atomic accumulate can touch the same memory: the two sides do a
+ * Dekker handshake with sequentially consistent accesses. An atomic
+ * accumulator raises its own count and then checks the target's acc_bulk
+ * flag; a bulk accumulator raises acc_bulk and then waits until every
+ * process's counts are zero. At least one side sees the other's flag.
+ *
+ * The main thread, when no other thread may call MPI (not
+ * MPI_THREAD_MULTIPLE), keeps its own count, acc_active_main: one writer,
+ * so raising it is an exchange (a locked instruction, the fence Dekker
+ * needs) and lowering it a plain store, one locked instruction fewer per
+ * accumulate than the shared count's fetch-and-add and fetch-and-sub.
+ * Any other thread (the progress thread serving remote origins, a host MPI
+ * thread that progresses onesided's worker, every thread under
+ * MPI_THREAD_MULTIPLE) shares acc_active. Both nest (a wait inside a
+ * section may serve a request that enters again), hence counts. */
+static inline bool os_acc_own_count(void)
+{
+    return os_main_thread && !os_threaded;
+}
+
+static inline bool os_acc_atomic_try_enter(os_win_t *w, int target)
+{
+    os_rank_ctl_t *me = &w->ctl[w->rank];
+    if (os_acc_own_count()) {
+        uint64_t n = atomic_load_explicit(&me->acc_active_main, memory_order_relaxed);
+        atomic_exchange_explicit(&me->acc_active_main, n + 1, memory_order_seq_cst);
+        if (!atomic_load_explicit(&w->ctl[target].acc_bulk, memory_order_seq_cst))
+            return true;
+        atomic_store_explicit(&me->acc_active_main, n, memory_order_release);
+        return false;
+    }
+    atomic_fetch_add_explicit(&me->acc_active, 1, memory_order_seq_cst);
+    if (!atomic_load_explicit(&w->ctl[target].acc_bulk, memory_order_seq_cst))
+        return true;
+    atomic_fetch_sub_explicit(&me->acc_active, 1, memory_order_release);
+    return false;
+}
+
+/* Until no bulk accumulate runs on target, then entered (apply.c). */
+void os_acc_atomic_wait(os_win_t *w, int target);
+
+static inline void os_acc_atomic_enter(os_win_t *w, int target)
+{
+    if (!os_acc_atomic_try_enter(w, target))
+        os_acc_atomic_wait(w, target);
+}
+
+static inline void os_acc_atomic_exit(os_win_t *w)
+{
+    os_rank_ctl_t *me = &w->ctl[w->rank];
+    if (os_acc_own_count()) {
+        uint64_t n = atomic_load_explicit(&me->acc_active_main, memory_order_relaxed);
+        atomic_store_explicit(&me->acc_active_main, n - 1, memory_order_release);
+        return;
+    }
+    atomic_fetch_sub_explicit(&me->acc_active, 1, memory_order_release);
+}
 
 /* apply.c: for net/serve.c */
 /* A contiguous piece of a target buffer in a request from another node:
@@ -578,6 +662,22 @@ os_status_t os_win_unlock(os_win_t *w, int target);
 os_status_t os_win_lock_all(os_win_t *w, int assert);
 os_status_t os_win_unlock_all(os_win_t *w);
 os_status_t os_win_flush(os_win_t *w, int target, bool all);
+/* The flush of one target whose operations all completed when they were
+ * issued (mapped memory, no coalesced accumulates, no other node) in a
+ * passive-target epoch: a memory barrier, inline in the front end. False,
+ * having done nothing, for anything else, which os_win_flush decides. */
+static inline bool os_win_flush_done(os_win_t *w, int target)
+{
+    if (w->acc_batch || w->multinode || target < 0 || target >= w->nranks ||
+        !(w->access == OS_ACCESS_LOCK_ALL ||
+          (w->access == OS_ACCESS_LOCK && w->tstate[target] != OS_T_NONE)))
+        return false;
+    OS_STAT(w, FLUSHES, 1);
+    /* Orders this process's loads after its puts, as the host MPIs' own
+     * flush does (x86 keeps stores in order, not a store and a later load). */
+    atomic_thread_fence(memory_order_seq_cst);
+    return true;
+}
 os_status_t os_win_sync(os_win_t *w);
 /* A fence epoch with nothing queued may give way to another epoch kind. */
 bool os_win_fence_idle(const os_win_t *w);

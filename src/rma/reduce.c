@@ -225,41 +225,6 @@ const char *os_basic_name(os_basic_t b)
 
 os_op_host_t os_op_host;
 
-bool os_op_valid(os_op_t op, os_class_t cls)
-{
-    switch (op) {
-    case OS_OP_REPLACE:
-    case OS_OP_NO_OP:
-        return true;
-    case OS_OP_MIN:
-    case OS_OP_MAX:
-        return cls == OS_CLASS_CINT || cls == OS_CLASS_FINT || cls == OS_CLASS_FLOAT ||
-               cls == OS_CLASS_CHAR || (os_op_host.byte_arith && cls == OS_CLASS_BYTE);
-    case OS_OP_SUM:
-    case OS_OP_PROD:
-        return cls == OS_CLASS_CINT || cls == OS_CLASS_FINT || cls == OS_CLASS_FLOAT ||
-               cls == OS_CLASS_COMPLEX || cls == OS_CLASS_CHAR ||
-               (os_op_host.byte_arith && cls == OS_CLASS_BYTE);
-    case OS_OP_LAND:
-    case OS_OP_LOR:
-    case OS_OP_LXOR:
-        /* MPI-3.1 lists C integers; Fortran integers the host takes them
-         * on are classed as C integers (os_op_host). */
-        return cls == OS_CLASS_CINT || cls == OS_CLASS_LOGICAL || cls == OS_CLASS_CHAR ||
-               (os_op_host.byte_logical && cls == OS_CLASS_BYTE);
-    case OS_OP_BAND:
-    case OS_OP_BOR:
-    case OS_OP_BXOR:
-        return cls == OS_CLASS_CINT || cls == OS_CLASS_FINT || cls == OS_CLASS_BYTE ||
-               cls == OS_CLASS_CHAR;
-    case OS_OP_MAXLOC:
-    case OS_OP_MINLOC:
-        return cls == OS_CLASS_PAIR;
-    default:
-        return false;
-    }
-}
-
 void os_reduce(os_op_t op, os_basic_t basic, size_t esize, void *target, const void *origin,
                size_t n)
 {

@@ -347,10 +347,28 @@ os_status_t os_win_test(os_win_t *w, int *flag)
 
 /* ------------------------------------------------------------ lock/unlock */
 
+/* The lock word of a node-mate's window, taken at once when nobody holds it
+ * or waits for it (the common case, kept free of the wait's bookkeeping);
+ * false with the ticket drawn otherwise. */
+static bool take_lock_now(os_win_t *w, int target, bool exclusive, uint16_t *ticket)
+{
+    os_rank_ctl_t *c = &w->ctl[target];
+    *ticket = os_lock_ticket(&c->lock);
+    if (exclusive ? !os_lock_excl_ready(&c->lock, *ticket)
+                  : !os_lock_shared_enter(&c->lock, *ticket))
+        return false;
+    if (exclusive)
+        atomic_store_explicit(&c->lock_holder, (uint64_t)w->rank + 1, memory_order_relaxed);
+    OS_STAT(w, LOCK_ACQUIRED, 1);
+    return true;
+}
+
 static os_status_t take_lock(os_win_t *w, int target, bool exclusive, const char *call)
 {
     bool contended = false;
     uint16_t ticket = 0;
+    if (!w->multinode && take_lock_now(w, target, exclusive, &ticket))
+        return OS_OK;
     WAIT_SITE(site, call, target, describe_lock, &ticket);
     /* Another thread of this process may hold the lock waited for. */
     pthread_mutex_t *held = os_wait_release_begin();
@@ -366,19 +384,18 @@ static os_status_t take_lock(os_win_t *w, int target, bool exclusive, const char
         atomic_thread_fence(memory_order_acquire);
         return st;
     }
+    /* The ticket drawn above was not served at once: wait for its turn. */
     os_rank_ctl_t *c = &w->ctl[target];
-    ticket = os_lock_ticket(&c->lock);
     if (exclusive) {
-        os_lock_wait_excl(&c->lock, ticket, &contended);
+        os_lock_wait_excl(&c->lock, ticket, NULL);
         atomic_store_explicit(&c->lock_holder, (uint64_t)w->rank + 1, memory_order_relaxed);
     } else {
-        os_lock_wait_shared(&c->lock, ticket, &contended);
+        os_lock_wait_shared(&c->lock, ticket, NULL);
     }
     os_wait_release_end(held);
     os_wait_pop(&site);
     OS_STAT(w, LOCK_ACQUIRED, 1);
-    if (contended)
-        OS_STAT(w, LOCK_CONTENDED, 1);
+    OS_STAT(w, LOCK_CONTENDED, 1);
     return OS_OK;
 }
 
@@ -443,7 +460,7 @@ os_status_t os_win_unlock(os_win_t *w, int target)
         return OS_ERR(OS_ERR_SYNC, "MPI_Win_unlock of rank %d, which this process has not locked",
                       target);
     /* Coalesced accumulates complete before the lock is given up. */
-    os_status_t st = os_acc_drain(w, target);
+    os_status_t st = w->acc_batch ? os_acc_drain(w, target) : OS_OK;
     os_status_t st2 = drop_lock(w, target);
     if (!st)
         st = st2;
@@ -508,8 +525,16 @@ os_status_t os_win_flush(os_win_t *w, int target, bool all)
         if (w->tstate[target] == OS_T_NONE)
             return OS_ERR(OS_ERR_SYNC, "MPI_Win_flush of rank %d, which is not locked", target);
     }
-    /* Operations completed when they were issued, except coalesced
-     * accumulates; order them all before what follows. */
+    /* Operations to mapped memory completed when they were issued: with no
+     * coalesced accumulates and no other node to wait for, the flush is the
+     * memory barrier alone (the common case of one node, kept short). */
+    if (!w->acc_batch && !w->multinode) {
+        OS_STAT(w, FLUSHES, 1);
+        atomic_thread_fence(memory_order_seq_cst);
+        return OS_OK;
+    }
+    /* Otherwise complete coalesced accumulates and remote operations too,
+     * and order them all before what follows. */
     WAIT_SITE(site, all ? "MPI_Win_flush_all" : "MPI_Win_flush", all ? -1 : target,
               describe_remote, NULL);
     os_status_t st = os_acc_drain(w, all ? -1 : target);

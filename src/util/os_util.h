@@ -262,6 +262,10 @@ void os_config_each_info(const os_config_t *cfg, os_config_info_fn fn, void *ctx
 /* True when the program runs under MPI_THREAD_MULTIPLE: only then do the
  * window and registry locks cost anything (one predictable branch else). */
 extern bool os_threaded;
+/* True in the thread that started onesided (MPI_Init, or the first window
+ * of a program of sessions): the thread that calls MPI unless the program
+ * asked for MPI_THREAD_MULTIPLE (or SERIALIZED and uses another). */
+extern _Thread_local bool os_main_thread;
 /* The window mutex this thread's MPI call holds (NULL when none), and the
  * one it gives up while it yields in a wait (os_backoff_yield). Only waits
  * that another thread of the process may have to end (a lock held by this

@@ -28,6 +28,7 @@ static void watchdog_report(double waited)
 }
 
 bool os_threaded;
+_Thread_local bool os_main_thread;
 _Thread_local pthread_mutex_t *os_call_mutex;
 _Thread_local pthread_mutex_t *os_wait_mutex;
 
