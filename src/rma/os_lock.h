@@ -115,6 +115,25 @@ static inline void os_lock_release_shared(os_lockword_t *l)
     os_lock_bump(l, 1, 0);
 }
 
+/* os_lock_release_excl for a word only CPU atomics touch (a window of one
+ * node: no network atomics on it), as one plain store. While a ticket is
+ * held exclusively nobody else writes the low half (the write and read
+ * fields): earlier tickets are all released, later ones only wait (a reader
+ * enters when read reaches its ticket, which only this release does), and
+ * arrivals add to next, the high half. So a 32-bit release store of the low
+ * half frees the lock without the read-modify-write of os_lock_bump and
+ * without losing a concurrent arrival (x86-64 and AArch64 keep accesses of
+ * different sizes to one word coherent; the little-endian low half is the
+ * first 4 bytes). */
+static inline void os_lock_release_excl_local(os_lockword_t *l)
+{
+    _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the low half comes first");
+    uint64_t w = atomic_load_explicit(l, memory_order_relaxed);
+    uint32_t low = ((uint32_t)(uint16_t)(os_lock_read_field(w) + 1) << 16) |
+                   (uint16_t)(os_lock_write_field(w) + 1);
+    __atomic_store_n((uint32_t *)(void *)l, low, __ATOMIC_RELEASE);
+}
+
 /* The exclusive holder becomes a shared one: readers queued behind it go in,
  * writers keep waiting. Release it with os_lock_release_shared. */
 static inline void os_lock_downgrade(os_lockword_t *l)

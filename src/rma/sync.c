@@ -415,7 +415,7 @@ static os_status_t drop_lock(os_win_t *w, int target)
         return OS_OK;
     if (s == OS_T_LOCK_EXCL) {
         atomic_store_explicit(&w->ctl[target].lock_holder, 0, memory_order_relaxed);
-        os_lock_release_excl(&w->ctl[target].lock);
+        os_lock_release_excl_local(&w->ctl[target].lock);
     } else
         os_lock_release_shared(&w->ctl[target].lock);
     return OS_OK;
