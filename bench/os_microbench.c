@@ -5,7 +5,7 @@
  *
  *   mpiexec -n 2 os_microbench [--iters N] [--reps R] [--csv FILE]
  *                              [--flavor allocate|create|create_allocmem]
- *                              [--busy-target USEC] [--only ROWS]
+ *                              [--busy-target USEC] [--only ROWS] [--windows N]
  *
  * --flavor picks how both implementations get their window: MPI_Win_allocate
  * (default), MPI_Win_create over malloc'd memory, or MPI_Win_create over
@@ -19,9 +19,12 @@
  * Each row is the median over R repetitions of the mean over N iterations,
  * the two implementations' repetitions taken in turn on windows that exist
  * side by side.
- * The last two rows time window creation and free themselves: WINS windows
- * of 4 KB of the chosen flavor made one after another, then freed (for
- * create_allocmem, MPI_Alloc_mem and MPI_Free_mem are included), per window.
+ * The last two rows time window creation and free themselves: --windows N
+ * windows (default 100) of 4 KB of the chosen flavor made one after
+ * another, all alive at once, then freed (for create_allocmem, MPI_Alloc_mem
+ * and MPI_Free_mem are included), per window: the cost of a window with N
+ * others alive, as in programs that keep a window per array (Global
+ * Arrays, NWChem).
  * Every result is verified; a wrong value aborts the run. --only runs the
  * rows named in a comma list ("put+flush,window create"), the others are
  * NaN; with BENCH_IMPLS (bench_impl.h) the main job runs a host's own RMA
@@ -35,7 +38,7 @@ static const char *const bench_name[NBENCH] = {
     "put+flush", "get+flush", "accumulate+flush", "fetch_and_op", "compare_and_swap",
     "lock-put-unlock", "fence epoch", "pscw epoch", "window create", "window free",
 };
-#define WINS 100
+static int nwins = 100; /* --windows */
 
 static int rank, size, busy_us;
 static const char *only; /* --only: a comma list of row names, or NULL for all */
@@ -156,12 +159,14 @@ done:
 static void window_lifecycle(const impl_t *m, const char *flavor, double *create_us,
                              double *free_us)
 {
-    static MPI_Win wins[WINS];
-    static void *mem[WINS];
+    MPI_Win *wins = malloc(sizeof *wins * (size_t)nwins);
+    void **mem = malloc(sizeof *mem * (size_t)nwins);
+    if (!wins || !mem)
+        fail("window lifecycle: memory for the handles", 0, nwins);
     const MPI_Aint bytes = 4096;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < WINS; i++) {
+    for (int i = 0; i < nwins; i++) {
         if (!strcmp(flavor, "create")) {
             mem[i] = calloc(1, (size_t)bytes);
             m->win_create(mem[i], bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &wins[i]);
@@ -175,7 +180,7 @@ static void window_lifecycle(const impl_t *m, const char *flavor, double *create
     double t1 = MPI_Wtime();
     MPI_Barrier(MPI_COMM_WORLD);
     double t2 = MPI_Wtime();
-    for (int i = 0; i < WINS; i++) {
+    for (int i = 0; i < nwins; i++) {
         m->win_free(&wins[i]);
         if (!strcmp(flavor, "create"))
             free(mem[i]);
@@ -184,7 +189,9 @@ static void window_lifecycle(const impl_t *m, const char *flavor, double *create
     }
     double t3 = MPI_Wtime();
     MPI_Barrier(MPI_COMM_WORLD);
-    double t[2] = { (t1 - t0) * 1e6 / WINS, (t3 - t2) * 1e6 / WINS };
+    double t[2] = { (t1 - t0) * 1e6 / nwins, (t3 - t2) * 1e6 / nwins };
+    free(wins);
+    free(mem);
     MPI_Bcast(t, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     *create_us = t[0];
     *free_us = t[1];
@@ -216,7 +223,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--flavor") && i + 1 < argc) flavor = argv[++i];
         else if (!strcmp(argv[i], "--busy-target") && i + 1 < argc) busy_us = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--windows") && i + 1 < argc) nwins = atoi(argv[++i]);
     }
+    if (nwins < 1)
+        nwins = 1;
     if (size != 2) {
         if (rank == 0)
             fprintf(stderr, "os_microbench runs on exactly 2 processes\n");
@@ -331,7 +341,7 @@ int main(int argc, char **argv)
             if (busy_us && b >= B_FENCE)
                 continue;
             if (b == B_WIN_CREATE)
-                printf("%-20s (per window, %d windows of 4 KB)\n", "window lifecycle", WINS);
+                printf("%-20s (per window, %d windows of 4 KB)\n", "window lifecycle", nwins);
             double ratio = med[1][b] / med[0][b];
             printf("%-20s %12.3f %12.3f %8.4f\n", bench_name[b], med[0][b], med[1][b], ratio);
             if (out)

@@ -7,8 +7,9 @@
 
 Runs, with a progress line each:
   microbench     8-byte latency per operation (3 ways of getting window memory,
-                 and with a target that computes between MPI calls), and the
-                 time to create and to free a window of each kind
+                 and with a target that computes between MPI calls), the
+                 time to create and to free a window of each kind, and the
+                 same with 1, 100, 400 and 1000 windows alive at once
   rma_sweep      latency and bandwidth, 8 B to 1 MB, every operation x sync mode
   ghost_exchange paper 003's Table 1: one-sided time / point-to-point time
   randomaccess   paper 001's variants (GMP, ACC, ACC_AGG, DIRECT_ACC, ...) with
@@ -224,6 +225,8 @@ class Cluster:
 
 HOST_NAME = {"host": "MPICH"}  # the host this run compares with (--host)
 
+# Window lifecycle with this many windows alive (os_microbench --windows).
+WINDOW_SWEEP = [1, 100, 400, 1000]
 # The 8-byte rows measured again in JOBS fresh jobs (JOBS_SMOKE at --smoke).
 JOBS, JOBS_SMOKE = 10, 3
 JOB_ROWS = ["put+flush", "get+flush", "accumulate+flush", "fetch_and_op", "compare_and_swap",
@@ -561,8 +564,10 @@ def summarize(data):
     """Rows of (benchmark, case, native, onesided, unit, ratio, better)."""
     rows = []
     for x in data.get("microbench", []):
+        if x["flavor"].startswith("windows") and not x["benchmark"].startswith("window "):
+            continue  # the sweep runs only the lifecycle rows
         if x["flavor"] in ("allocate", "create", "create_allocmem", "allocate-busy") or \
-                x["flavor"].startswith(("vnode1", "hosts")):
+                x["flavor"].startswith(("vnode1", "hosts", "windows")):
             rows.append((f"microbench ({x['flavor']})", x["benchmark"], float(x["native_us"]),
                          float(x["onesided_us"]), "us", "lower"))
     for tag, sweep in [("", data.get("rma_sweep", [])), (" vnode1", data.get("rma_sweep_vnode1", [])),
@@ -763,6 +768,13 @@ def main():
         steps.append((f"microbench-jobs-{j:02d}", r.mpiexec(2, "os_microbench", "--flavor", "allocate",
                       "--iters", 200 if smoke else 2000, "--reps", 3, "--only", ",".join(JOB_ROWS),
                       "--csv", os.path.join(a.out, f"microbench-jobs-{j:02d}.csv")), "allocate-jobs"))
+    # Window creation and free with N windows alive at once (MPI_Alloc_mem +
+    # MPI_Win_create of 4 KB each, as Global Arrays keeps a window per array).
+    for n in ([1, 100] if smoke else WINDOW_SWEEP):
+        steps.append((f"microbench-windows-{n}", r.mpiexec(2, "os_microbench", "--flavor",
+                      "create_allocmem", "--only", "window create,window free", "--windows", n,
+                      "--reps", 3, "--csv", os.path.join(a.out, f"microbench-windows-{n}.csv")),
+                      f"windows-{n}"))
     for fl in ["allocate", "create"]:
         steps.append((f"microbench-{fl}-busy", r.mpiexec(2, "os_microbench", "--flavor", fl,
                       "--busy-target", 100, "--iters", 50 if smoke else 500, "--reps", reps,

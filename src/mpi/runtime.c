@@ -59,6 +59,7 @@ static void finalize(void)
     }
     /* On one node too: the opal_progress callback serves node requests. */
     os_mpi_host_progress_stop();
+    os_nreq_node_finalize();
 }
 
 static int at_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
@@ -307,6 +308,9 @@ void os_mpi_init(MPI_Comm comm)
     os_mpi_dtype_init();
     os_backoff_hook = os_rma_wait_poll;
     start_network(probe_node_access(rank));
+    os_status_t st = os_nreq_node_init(os_world, os_config.node_size);
+    if (st)
+        OS_DEBUG("node requests off: %s", os_error_message());
     os_mpi_host_progress_start();
     if (flag) {
         PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &keyval, NULL);

@@ -151,9 +151,10 @@ typedef struct {
     _Atomic uint64_t lock_local_count;
 } os_rank_ctl_t;
 
-/* Node requests (node_request.c): per target of the node, its heartbeat
- * (when it last polled, ns on the monotonic clock) and doorbell, on one
- * line; per (target, origin) pair a slot holding one small operation. */
+/* Node requests (node_request.c): per process of the node, in a segment of
+ * the node, its heartbeat (when it last polled, in os_ticks) and doorbell,
+ * on one line; per window the same line per target, whose doorbell alone
+ * is used; per (target, origin) pair a slot holding one small operation. */
 typedef struct {
     _Alignas(OS_CACHELINE) _Atomic uint64_t heartbeat;
     _Atomic uint32_t bell;
@@ -623,6 +624,10 @@ os_status_t os_remote_complete(os_win_t *w, int target);
 void os_remote_stats_sync(os_win_t *w);
 
 /* node_request.c */
+/* The node's line per process (heartbeat, doorbell), collective over world
+ * at start-up; node_size as os_node_comm. On failure node requests stay off. */
+os_status_t os_nreq_node_init(MPI_Comm world, int node_size);
+void os_nreq_node_finalize(void);
 /* Give the window a mailbox when its memory needs one (node_index[r]: r's
  * position among the node's nlocal processes, -1 elsewhere); then this
  * process serves it. Detach after the window's last barrier. */
