@@ -21,29 +21,53 @@
  *     other key given stops being reported (Open MPI keeps it internal).
  * osc/sm's reported blocking_fence is racy in Open MPI itself (processes
  * other than the first read it from shared state the first may not have
- * written yet); onesided reports the first process's value everywhere. */
+ * written yet); onesided reports the first process's value everywhere.
+ *
+ * Open MPI 5.0 (read from 5.0.11's own windows key by key, with osc/ucx off
+ * as onesided leaves it; checked in test_windows):
+ *   - at creation each component reports only the keys it knows, with the
+ *     hint's value, or its default where it has one: osc/sm (MPI_Win_allocate
+ *     and MPI_Win_allocate_shared on one node) accumulate_ops,
+ *     alloc_shared_noncontig and blocking_fence, none by default; osc/rdma
+ *     no_locks (default false), accumulate_ops, same_size and
+ *     same_disp_unit;
+ *   - at MPI_Win_set_info osc/rdma's no_locks takes the new value, and any
+ *     other key given stops being reported. */
 #include "os_mpi.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #ifdef OMPI_MAJOR_VERSION
+/* A key a component reports: its default (NULL: only when given), and
+ * whether MPI_Win_set_info gives it the new value (else a new value stops
+ * its report). */
 typedef struct {
     const char *key, *dflt;
+    bool updated;
 } subscribed_t;
 
 #if OMPI_MAJOR_VERSION >= 5
-/* Open MPI 5.0 reports neither the hints a window was given nor, from
- * osc/sm (which takes MPI_Win_allocate on one host too), any key. */
-static const subscribed_t osc_sm_keys[] = { { NULL, NULL } };
+static const subscribed_t osc_sm_keys[] = { { "accumulate_ops", NULL, false },
+                                            { "alloc_shared_noncontig", NULL, false },
+                                            { "blocking_fence", NULL, false },
+                                            { NULL, NULL, false } };
+static const subscribed_t osc_rdma_keys[] = { { "no_locks", "false", true },
+                                              { "accumulate_ops", NULL, false },
+                                              { "same_size", NULL, false },
+                                              { "same_disp_unit", NULL, false },
+                                              { NULL, NULL, false } };
+/* Hints beyond the components' keys are not reported. */
 enum { HINTS_REPORTED = 0 };
 #else
-static const subscribed_t osc_sm_keys[] = { { "alloc_shared_noncontig", "false" },
-                                            { "blocking_fence", "true" },
-                                            { NULL, NULL } };
+static const subscribed_t osc_sm_keys[] = { { "alloc_shared_noncontig", "false", true },
+                                            { "blocking_fence", "true", true },
+                                            { NULL, NULL, false } };
+static const subscribed_t osc_rdma_keys[] = { { "no_locks", "false", true },
+                                              { NULL, NULL, false } };
+/* Every hint is reported as given. */
 enum { HINTS_REPORTED = 1 };
 #endif
-static const subscribed_t osc_rdma_keys[] = { { "no_locks", "false" }, { NULL, NULL } };
 
 static const subscribed_t *component_keys(const os_win_t *w)
 {
@@ -52,11 +76,12 @@ static const subscribed_t *component_keys(const os_win_t *w)
     return sm ? osc_sm_keys : osc_rdma_keys;
 }
 
-static bool subscribed(const subscribed_t *keys, const char *key)
+/* Whether MPI_Win_set_info gives key its new value in the report. */
+static bool updated(const subscribed_t *keys, const char *key)
 {
     for (; keys->key; keys++)
         if (!strcmp(keys->key, key))
-            return true;
+            return keys->updated;
     return false;
 }
 
@@ -87,17 +112,26 @@ static os_status_t copy_key(MPI_Info from, MPI_Info to, const char *key, bool ke
 os_status_t os_mpi_info_created(os_win_t *w, MPI_Info hints)
 {
 #ifdef OMPI_MAJOR_VERSION
+    os_status_t st = OS_OK;
     int flag, len;
     if (hints == MPI_INFO_NULL || !HINTS_REPORTED)
         PMPI_Info_create(&w->host_info);
     else
         PMPI_Info_dup(hints, &w->host_info);
-    for (const subscribed_t *k = component_keys(w); k->key; k++) {
+    /* The component's keys: as given (when the hints were not copied
+     * whole), or its default. */
+    for (const subscribed_t *k = component_keys(w); k->key && !st; k++) {
         PMPI_Info_get_valuelen(w->host_info, k->key, &len, &flag);
-        if (!flag)
+        if (flag)
+            continue;
+        if (hints != MPI_INFO_NULL)
+            PMPI_Info_get_valuelen(hints, k->key, &len, &flag);
+        if (flag)
+            st = copy_key(hints, w->host_info, k->key, true);
+        else if (k->dflt)
             PMPI_Info_set(w->host_info, k->key, k->dflt);
     }
-    return OS_OK;
+    return st;
 #else
     (void)w, (void)hints;
     return OS_OK;
@@ -115,7 +149,7 @@ os_status_t os_mpi_info_set(os_win_t *w, MPI_Info hints)
     const subscribed_t *keys = component_keys(w);
     for (int i = 0; i < n && !st; i++) {
         PMPI_Info_get_nthkey(hints, i, key);
-        st = copy_key(hints, w->host_info, key, subscribed(keys, key));
+        st = copy_key(hints, w->host_info, key, updated(keys, key));
     }
     return st;
 #else

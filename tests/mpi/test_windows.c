@@ -261,8 +261,12 @@ static void displacement_units_and_info(void)
     MPI_Win_get_info(win, &used);
     MPI_Info_get(used, "onesided_fence_defer", 63, v, &flag);
     CHECK(flag && !strcmp(v, "1"), "our info key reads back");
+#if !defined(OMPI_MAJOR_VERSION) || OMPI_MAJOR_VERSION < 5
+    /* Open MPI 5's osc/sm does not report no_locks (win_info.c); the
+     * comparison with its own windows (info_like_host) checks it there. */
     MPI_Info_get(used, "no_locks", 63, v, &flag);
     CHECK(flag && !strcmp(v, "false"), "standard key reads back");
+#endif
     MPI_Info_free(&used);
     /* The fence choice is agreed at creation and stays; standard hints change. */
     MPI_Info_create(&info);
