@@ -350,7 +350,8 @@ os_status_t os_win_test(os_win_t *w, int *flag)
 /* The lock word of a node-mate's window, taken at once when nobody holds it
  * or waits for it (the common case, kept free of the wait's bookkeeping);
  * false with the ticket drawn otherwise. */
-static bool take_lock_now(os_win_t *w, int target, bool exclusive, uint16_t *ticket)
+static inline __attribute__((always_inline)) bool take_lock_now(os_win_t *w, int target,
+                                                               bool exclusive, uint16_t *ticket)
 {
     os_rank_ctl_t *c = &w->ctl[target];
     *ticket = os_lock_ticket(&c->lock);
@@ -363,12 +364,13 @@ static bool take_lock_now(os_win_t *w, int target, bool exclusive, uint16_t *tic
     return true;
 }
 
-static os_status_t take_lock(os_win_t *w, int target, bool exclusive, const char *call)
+/* The rest of take_lock: across nodes the window's lock design; on one
+ * node the wait for the turn of the ticket take_lock_now drew. */
+static __attribute__((noinline)) os_status_t take_lock_wait(os_win_t *w, int target,
+                                                            bool exclusive, uint16_t ticket,
+                                                            const char *call)
 {
     bool contended = false;
-    uint16_t ticket = 0;
-    if (!w->multinode && take_lock_now(w, target, exclusive, &ticket))
-        return OS_OK;
     WAIT_SITE(site, call, target, describe_lock, &ticket);
     /* Another thread of this process may hold the lock waited for. */
     pthread_mutex_t *held = os_wait_release_begin();
@@ -399,7 +401,17 @@ static os_status_t take_lock(os_win_t *w, int target, bool exclusive, const char
     return OS_OK;
 }
 
-static os_status_t drop_lock(os_win_t *w, int target)
+/* Take the target's lock for an epoch: at once when it is free (inline, the
+ * common case), else by waiting. */
+static inline os_status_t take_lock(os_win_t *w, int target, bool exclusive, const char *call)
+{
+    uint16_t ticket = 0;
+    if (!w->multinode && take_lock_now(w, target, exclusive, &ticket))
+        return OS_OK;
+    return take_lock_wait(w, target, exclusive, ticket, call);
+}
+
+static inline os_status_t drop_lock(os_win_t *w, int target)
 {
     uint8_t s = w->tstate[target];
     /* Release: the epoch's operations are visible before the lock is free. */
