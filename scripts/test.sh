@@ -72,6 +72,7 @@ flat() { echo "^($(echo "$@" | tr ' ' '|'))\$"; }
 pypi_tests=$(flat test_ops_np2 test_ops_np3 test_sync_np2 test_sync_np3 test_errors_np2 \
     test_errors_np3 test_reduce_ops_np2 test_reduce_ops_np3 test_datatypes_np2 test_datatypes_np3 \
     test_dynamic_np2 test_dynamic_np3 test_concurrency_np4 test_sessions_np2 test_sessions_np3 \
+    test_threads_sessions_np2 vnode1_test_threads_sessions \
     native_test_sessions_np2 native_test_sessions_np3 test_sessions_world test_pscw_order_np2 \
     test_one_ucx vnode1_test_ops vnode1_test_sync vnode1_test_dynamic vnode1_test_reduce_ops \
     vnode1_test_sessions vnode1_test_pscw_order_np2 vnode1_test_pscw_order_np4 vnode2_test_ops \
@@ -83,7 +84,7 @@ for h in mpich5 openmpi5 abi; do
     cmake --build "build-$h" --target onesided test_ops test_sync test_errors test_reduce_ops \
         test_datatypes test_dynamic test_concurrency test_sessions test_sessions_native \
         test_pscw_order test_one_ucx test_release_order test_windows test_preload \
-        test_node_requests test_host_progress
+        test_node_requests test_host_progress test_threads
     # Open MPI 5.0.11's own osc/ucx prints one line per window where the
     # UCX PML is not in use (natively too): not ours, not an error.
     (cd "build-$h" && ctest --output-on-failure -R "$pypi_tests|^test_windows_np2\$|^test_windows_np3\$")
@@ -166,8 +167,10 @@ stage "across hosts: the namespace cluster, 2 and 3 hosts, UCX over TCP"
 # 50 consecutive 4-process jobs must end (none may hang in MPI_Finalize),
 # the inter-node programs across 2 and 3 hosts, fatal errors end the job,
 # mpi4py's RMA tests across 2 and 3 hosts. Needs root (CI runs as root).
-# With build-ompi: Open MPI's mpirun across 2 and 3 hosts too.
-bash tests/across_hosts.sh build build-ompi
+# Then each other host's build under its own launcher across 2 and 3
+# hosts: Debian's Open MPI, PyPI's MPICH 5 (hydra) and Open MPI 5 (PRRTE),
+# the latter two with their UCX 1.20.1 over TCP.
+bash tests/across_hosts.sh build build-ompi build-mpich5 build-openmpi5
 
 stage "main job, smoke size: every benchmark runs and verifies its results"
 # Timings are not judged here; a failed verification or a missing output is.

@@ -84,6 +84,7 @@ static bool probe_node_access(int rank)
     os_shm_access_t a = { .cma = false, .peer_fd = false };
     PMPI_Comm_split_type(os_world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
     PMPI_Comm_size(host, &hsize);
+    PMPI_Allreduce(&rank, &os_host_first, 1, MPI_INT, MPI_MIN, host);
     if (os_config.cma)
         a = os_shm_probe(host);
     PMPI_Comm_free(&host);
@@ -250,12 +251,37 @@ out:
     return rc;
 }
 
+/* The thread level a session provides, from its info ("thread_level", as
+ * MPICH 4.0 and 5.0 and Open MPI 5.0 report it): MPI_THREAD_MULTIPLE there
+ * is what MPI_Init_thread's would be to the engine (os_threaded). A session
+ * asking for it after windows exist is not seen: os_threaded must not
+ * change under live windows (shells decide by it alike in every process). */
+static bool session_multiple(MPI_Session session)
+{
+    MPI_Info got = MPI_INFO_NULL;
+    char level[32] = "";
+    int len = (int)sizeof level, flag = 0;
+    if (PMPI_Session_get_info(session, &got) != MPI_SUCCESS || got == MPI_INFO_NULL)
+        return false;
+    PMPI_Info_get_string(got, "thread_level", &len, level, &flag);
+    PMPI_Info_free(&got);
+    return flag && !strcmp(level, "MPI_THREAD_MULTIPLE");
+}
+
 int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session)
 {
     quiet_host_osc();
     int rc = PMPI_Session_init(info, errhandler, session);
-    if (rc == MPI_SUCCESS)
+    if (rc == MPI_SUCCESS) {
         atomic_fetch_add(&program_sessions, 1);
+        if (!os_threaded && session_multiple(*session)) {
+            if (!initialized)
+                os_threaded = true;
+            else
+                OS_WARN("a session asked for MPI_THREAD_MULTIPLE after onesided started; "
+                        "its windows stay single-threaded (make the threaded session first)");
+        }
+    }
     return rc;
 }
 

@@ -27,7 +27,7 @@
  * as onesided leaves it; checked in test_windows):
  *   - at creation each component reports only the keys it knows, with the
  *     hint's value, or its default where it has one: osc/sm (MPI_Win_allocate
- *     and MPI_Win_allocate_shared on one node) accumulate_ops,
+ *     and MPI_Win_allocate_shared on one host) accumulate_ops,
  *     alloc_shared_noncontig and blocking_fence, none by default; osc/rdma
  *     no_locks (default false), accumulate_ops, same_size and
  *     same_disp_unit;
@@ -71,8 +71,11 @@ enum { HINTS_REPORTED = 1 };
 
 static const subscribed_t *component_keys(const os_win_t *w)
 {
+    /* 5.0's osc/sm takes MPI_Win_allocate where every process is on one
+     * host (across hosts osc/rdma does); 4.1's only over one process. */
     bool sm = w->flavor == OS_FLAVOR_SHARED ||
-              (w->flavor == OS_FLAVOR_ALLOCATE && (w->nranks == 1 || OMPI_MAJOR_VERSION >= 5));
+              (w->flavor == OS_FLAVOR_ALLOCATE &&
+               (w->nranks == 1 || (OMPI_MAJOR_VERSION >= 5 && w->one_host)));
     return sm ? osc_sm_keys : osc_rdma_keys;
 }
 

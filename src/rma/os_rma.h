@@ -270,6 +270,7 @@ typedef struct os_shell {
     int rank, nranks, node_rank, node_size;
     int node_first;       /* MPI_COMM_WORLD rank of the node's first process: its name */
     bool multinode;       /* some process of comm is on another node */
+    bool one_host;        /* every process of comm is on this (real) host */
     os_nodes_t nodes;     /* what `node` is */
     MPI_Win handle;       /* the host MPI's window handle (shell.c says which kind) */
     /* the name the host gave the handle ("" in MPICH, "rdma window N" in
@@ -279,7 +280,9 @@ typedef struct os_shell {
      * gives them, those plus alloc_shm, or others (a program's, or a new
      * handle's own, which may differ from them by the handle's kind) */
     enum { OS_HINTS_NONE, OS_HINTS_SHARED, OS_HINTS_OTHER } hints_held;
-    os_shm_seg_t ctl;     /* the node's control area, laid out as below */
+    os_shm_seg_t ctl;     /* the node's control area, laid out as below ... */
+    struct os_ctl_slab *ctl_slab; /* ... an area of this slab (shell.c) */
+    int ctl_area;
     size_t ctl_bytes, post_off, post_stride, regions_off;
     /* node requests: the lines (cleared with the rest for each window), then
      * the slots, past ctl_clear (left alone: every slot is empty again when
@@ -348,6 +351,7 @@ typedef struct os_win {
 
     /* between nodes (net/) */
     bool multinode;          /* some peer is on another (real or virtual) node */
+    bool one_host;           /* every process is on this real host (what the host MPI sees) */
     uint64_t id;             /* the same in every process: names the window in requests */
     os_ucx_reg_t reg;        /* this process's window memory, registered */
     uint8_t *dirty;          /* [nranks] RDMA issued since the last flush: OS_DIRTY_* bits */
@@ -428,6 +432,9 @@ void os_shell_finalize(void);
  * from process sets of a session of its own (src/mpi/runtime.c). Set before
  * the first window. */
 extern MPI_Comm os_world, os_self;
+/* The os_world rank of the first process on this process's real host (what
+ * the host MPI calls a node): the host's name. Set before the first window. */
+extern int os_host_first;
 /* The processes of comm on this process's node: real nodes, or virtual nodes
  * of virtual_size consecutive world ranks when it is positive. */
 MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size);

@@ -6,9 +6,11 @@
  * group, the node communicator, the host MPI's window handle (which carries
  * the error handler, name, attributes and info) and the node's control
  * area (lock words, fence and PSCW counters, region tables), plus the data
- * segment of the last MPI_Win_allocate window. Building one costs about ten
- * host collectives and a dozen system calls; reusing one costs none, so a
- * program that creates a window per object pays creation once.
+ * segment of the last MPI_Win_allocate window. Building one costs a few
+ * host collectives (more for the communicator's first: its duplicate and
+ * node communicators) and, one shell in SLAB_AREAS, a shared segment;
+ * reusing one costs none, so a program that creates a window per object
+ * pays creation once.
  *
  * Shells are cached per communicator, through an attribute on the
  * program's communicator (not copied by MPI_Comm_dup). Every decision here
@@ -21,8 +23,8 @@
  *
  * Host resources: a window costs the host MPI one communicator context, as
  * its own windows do (MPICH has 2048; Global Arrays keeps a window per
- * array): the handle, which the host makes by duplicating the
- * communicator. The private duplicate and the node communicators are made
+ * array): the handle, which the host makes by duplicating MPI_COMM_SELF
+ * (os_self). The private duplicate and the node communicators are made
  * once per communicator and shared by all its windows, live or idle. That
  * is safe because the node communicators serve only window creation, and
  * the duplicate creation, free and the fences of windows spanning nodes:
@@ -46,8 +48,32 @@
 
 #define IDLE_MAX 128
 
+/* Control areas are cut from slabs: one shared segment holds up to
+ * SLAB_AREAS of them, made when no slab of the node has a free one. A
+ * segment of its own per shell cost more than all the rest of a new window
+ * (shm_open, ftruncate, mmap and munmap, which UCX's memory hooks
+ * intercept, and unlink: half of MPI_Win_create and a third of
+ * MPI_Win_free with 1000 windows alive). Which area a shell takes and when
+ * a slab is made or dropped follow the order of window creations and frees
+ * on the communicator, as shells do, so every process of the node takes the
+ * same area. A slab goes when its last area is given back (each process
+ * unmaps its own mapping: nothing collective). */
+#define SLAB_AREAS 64
+#define SLAB_BYTES_MAX ((size_t)8 << 20)
+
+typedef struct os_ctl_slab {
+    os_shm_seg_t seg;
+    size_t area_bytes;
+    int nareas;
+    uint64_t free;              /* bit i: area i is free */
+    uint64_t used;              /* bit i: area i served a shell before (not zero) */
+    struct os_ctl_slab *next;
+    struct os_ctl_slab **list;  /* the list it is on (its cache's, for its node kind) */
+} os_ctl_slab_t;
+
 typedef struct os_comm_cache {
     os_shell_t *idle[OS_NODES_KINDS]; /* [os_nodes_t]: shells ready for the next window */
+    os_ctl_slab_t *slabs[OS_NODES_KINDS]; /* [os_nodes_t]: control-area slabs of the node */
     int nidle[OS_NODES_KINDS];
     MPI_Comm comm;              /* the windows' shared private duplicate, or NULL */
     MPI_Comm node[OS_NODES_KINDS]; /* [os_nodes_t]: the node communicators, or NULL */
@@ -81,9 +107,68 @@ static void data_release(os_shell_t *s)
     s->data = (os_shm_seg_t){ 0 };
 }
 
+/* A control area of s->ctl_bytes for s, from a slab with one free, else
+ * from a new slab (collective over the node). The node's first process
+ * clears an area that served before: as for a reused shell (os_shell_get),
+ * every process of the node passed that window's final barrier, and none
+ * touches the area before the creating collectives that follow. */
+static os_status_t ctl_take(os_comm_cache_t *c, os_shell_t *s)
+{
+    os_ctl_slab_t **list = &c->slabs[s->nodes], *slab;
+    for (slab = *list; slab; slab = slab->next)
+        if (slab->free && slab->area_bytes == s->ctl_bytes)
+            break;
+    if (!slab) {
+        os_status_t st;
+        int n = (int)(SLAB_BYTES_MAX / s->ctl_bytes);
+        n = n < 1 ? 1 : n > SLAB_AREAS ? SLAB_AREAS : n;
+        if (!(slab = calloc(1, sizeof *slab)))
+            return OS_ERR(OS_ERR_NOMEM, "control-area slab");
+        if ((st = os_shm_create(s->node, (size_t)n * s->ctl_bytes, &slab->seg))) {
+            free(slab);
+            return st;
+        }
+        slab->area_bytes = s->ctl_bytes;
+        slab->nareas = n;
+        slab->free = n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+        slab->list = list;
+        slab->next = *list;
+        *list = slab;
+    }
+    int i = __builtin_ctzll(slab->free);
+    slab->free &= ~((uint64_t)1 << i);
+    s->ctl_slab = slab;
+    s->ctl_area = i;
+    s->ctl.addr = (char *)slab->seg.addr + (size_t)i * slab->area_bytes;
+    s->ctl.size = slab->area_bytes;
+    if ((slab->used >> i & 1) && s->node_rank == 0)
+        memset(s->ctl.addr, 0, s->ctl_clear);
+    slab->used |= (uint64_t)1 << i;
+    return OS_OK;
+}
+
+static void ctl_give_back(os_shell_t *s)
+{
+    os_ctl_slab_t *slab = s->ctl_slab;
+    if (!slab)
+        return;
+    s->ctl_slab = NULL;
+    s->ctl.addr = NULL;
+    slab->free |= (uint64_t)1 << s->ctl_area;
+    if (slab->free != (slab->nareas == 64 ? ~(uint64_t)0 : ((uint64_t)1 << slab->nareas) - 1))
+        return;
+    for (os_ctl_slab_t **p = slab->list; *p; p = &(*p)->next)
+        if (*p == slab) {
+            *p = slab->next;
+            break;
+        }
+    os_shm_destroy(&slab->seg);
+    free(slab);
+}
+
 static void shell_destroy(os_shell_t *s)
 {
-    os_shm_destroy(&s->ctl);
+    ctl_give_back(s);
     data_release(s);
     if (s->handle != MPI_WIN_NULL)
         PMPI_Win_free(&s->handle);
@@ -251,55 +336,61 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nod
     s->node = c->node[nodes];
     PMPI_Comm_rank(s->node, &s->node_rank);
     PMPI_Comm_size(s->node, &s->node_size);
+    /* The host MPI's window is only a handle: it serves locally (name,
+     * error handler, attributes, info; MPI_Win_get_group and the window's
+     * attributes answer from the shell), so it is made over this process
+     * alone. That takes no collective and none of the host's per-window
+     * set-up between processes: 5-20 us where one over the communicator
+     * costs what the host's own window does (100-230 us on MPICH 5.0.2 and
+     * Open MPI 5.0.11 with 2 processes), which past the idle shells is paid
+     * once per window. It still costs the host one communicator context, as
+     * its own windows do. The kind: MPICH's dynamic window, whose reported
+     * hints os_shell_set_hints builds on; Open MPI (whose info win_info.c
+     * models) an allocated window of no memory, the one its osc/sm takes
+     * over one process (4.1's osc/rdma refuses one process; the other kind
+     * is the fallback either way). Errors come back to us, not to the
+     * program's handler; being local, a failure is agreed on below, so that
+     * every process gives up alike. */
+    MPI_Errhandler self_inherited;
+    PMPI_Comm_get_errhandler(os_self, &self_inherited);
+    PMPI_Comm_set_errhandler(os_self, MPI_ERRORS_RETURN);
+    void *none;
+#ifdef OMPI_MAJOR_VERSION
+    int rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, os_self, &none, &s->handle);
+    if (rc != MPI_SUCCESS)
+        rc = PMPI_Win_create_dynamic(MPI_INFO_NULL, os_self, &s->handle);
+#else
+    int rc = PMPI_Win_create_dynamic(MPI_INFO_NULL, os_self, &s->handle);
+    if (rc != MPI_SUCCESS)
+        rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, os_self, &none, &s->handle);
+#endif
+    PMPI_Comm_set_errhandler(os_self, self_inherited);
+    PMPI_Errhandler_free(&self_inherited);
+    if (rc != MPI_SUCCESS)
+        s->handle = MPI_WIN_NULL;
     /* What every process must agree on, in one reduction: whether some
-     * process is on another node, and the region-table layout. */
-    int mine[2] = { s->node_size == s->nranks ? 0 : 1, os_config.dynamic_inline_regions };
-    PMPI_Allreduce(MPI_IN_PLACE, mine, 2, MPI_INT, MPI_MAX, s->comm);
+     * process is on another node, the region-table layout, whether all are
+     * on one real host (the highest and the lowest host name agree), and
+     * whether some process has no handle. */
+    int mine[5] = { s->node_size == s->nranks ? 0 : 1, os_config.dynamic_inline_regions,
+                    os_host_first, -os_host_first, s->handle == MPI_WIN_NULL };
+    PMPI_Allreduce(MPI_IN_PLACE, mine, 5, MPI_INT, MPI_MAX, s->comm);
     s->multinode = mine[0];
     s->inline_regions = mine[1] > 0 ? mine[1] : 0;
+    s->one_host = mine[2] == -mine[3];
+    if (mine[4]) {
+        st = OS_ERR(OS_ERR_OTHER, "the host MPI could not create a window handle%s",
+                    s->handle == MPI_WIN_NULL ? " (out of communicator contexts?)"
+                                              : " in another process");
+        goto fail;
+    }
     int world;
     PMPI_Comm_rank(os_world, &world);
     s->node_first = world;
     PMPI_Bcast(&s->node_first, 1, MPI_INT, 0, s->node);
     layout(s);
-    if ((st = os_shm_create(s->node, s->ctl_bytes, &s->ctl)))
+    if ((st = ctl_take(c, s)))
         goto fail;
-    /* The host MPI's window is only a handle; a dynamic one costs no memory.
-     * Made without hints: each window sets its own (os_shell_set_hints).
-     * Open MPI 4.1 cannot always make one, natively either:
-     *   - over one process, osc/rdma refuses dynamic and created windows
-     *     and only osc/sm's MPI_Win_allocate works: an allocated window of
-     *     no memory;
-     *   - across hosts without RDMA hardware, no component takes any window
-     *     (osc/rdma wants an RDMA-capable BTL, osc/ucx the UCX PML, which
-     *     4.1 declines over TCP, osc/pt2pt MPI_THREAD_MULTIPLE): the handle
-     *     is a window over this process alone (os_self). The handle serves locally only
-     *     (name, error handler, attributes, info; MPI_Win_get_group answers
-     *     from the shell), so one over this process alone serves as well.
-     * The host's choice is the same in every process (it depends on the
-     * communicator's processes and transports only), so the collective
-     * attempts stay matched. Errors come back to us, not to the program's
-     * handler, since we have a way on. */
-    MPI_Errhandler inherited, self_inherited;
-    PMPI_Comm_get_errhandler(s->comm, &inherited);
-    PMPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
-    PMPI_Comm_get_errhandler(os_self, &self_inherited);
-    PMPI_Comm_set_errhandler(os_self, MPI_ERRORS_RETURN);
-    void *none;
-    int rc = PMPI_Win_create_dynamic(MPI_INFO_NULL, s->comm, &s->handle);
-    if (rc != MPI_SUCCESS)
-        rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, s->comm, &none, &s->handle);
-    if (rc != MPI_SUCCESS)
-        rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, os_self, &none, &s->handle);
-    PMPI_Comm_set_errhandler(s->comm, inherited);
-    PMPI_Errhandler_free(&inherited);
-    PMPI_Comm_set_errhandler(os_self, self_inherited);
-    PMPI_Errhandler_free(&self_inherited);
-    if (rc != MPI_SUCCESS) {
-        s->handle = MPI_WIN_NULL;
-        st = OS_ERR(OS_ERR_OTHER, "the host MPI could not create a window handle");
-        goto fail;
-    }
     int name_len;
     PMPI_Win_get_name(s->handle, s->handle_name, &name_len);
     pthread_mutex_lock(&caches_lock);
@@ -342,10 +433,8 @@ os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, os_shell_t **out)
 
 bool os_shell_hints_stale(const os_shell_t *s, MPI_Info hints, bool shared)
 {
-    /* MPI_Win_set_info is collective (MPICH ends it with a barrier): a
-     * window without hints, over a handle whose last window had none
-     * either, saves one (4-8 us of 26 for MPI_Win_create between two
-     * virtual nodes). */
+    /* A window without hints, over a handle whose last window had none
+     * either, saves the host's MPI_Win_set_info (an info copy and merge). */
     return hints != MPI_INFO_NULL || s->hints_held != (shared ? OS_HINTS_SHARED : OS_HINTS_NONE);
 }
 

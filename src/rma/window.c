@@ -28,6 +28,7 @@ typedef struct {
 } peer_info_t;
 
 MPI_Comm os_world = MPI_COMM_NULL, os_self = MPI_COMM_NULL;
+int os_host_first;
 
 MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size)
 {
@@ -240,6 +241,7 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     w->rank = sh->rank;
     w->nranks = sh->nranks;
     w->multinode = sh->multinode;
+    w->one_host = sh->one_host;
     w->inline_regions = flavor == OS_FLAVOR_DYNAMIC ? sh->inline_regions : 0;
     /* MPI_Win_create: memory in a shareable region (MPI_Alloc_mem's), or the
      * program's own, made shareable in place where that is safe

@@ -6,7 +6,11 @@
  *   - freeing them, and then the communicator, gives back every context:
  *     the count of free contexts (probed by duplicating MPI_COMM_WORLD until
  *     the host refuses) is where it was;
- *   - 1000 create/free cycles leave the count where it was.
+ *   - 1000 create/free cycles leave the count where it was;
+ *   - every other window freed and made again: past the 128 idle shells
+ *     kept, the new windows' control areas (lock words, fence and PSCW
+ *     counters) are ones that served freed windows, and a fence and a PSCW
+ *     epoch on every window, before and after, must still be exact.
  * argv[1]: windows per flavor (default 1000). */
 #include "common.h"
 
@@ -91,6 +95,37 @@ static void unmake(int flavor, many_t *m)
     free(m->own);
 }
 
+/* A fence epoch and a PSCW epoch on each window: each puts a value of its
+ * own to the right neighbour, which must hold it after the epoch. */
+static int epochs(int flavor, many_t *w, int n, int round)
+{
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    MPI_Group all, to, from;
+    MPI_Win_get_group(w[0].win, &all);
+    MPI_Group_incl(all, 1, &right, &to);
+    MPI_Group_incl(all, 1, &left, &from);
+    int wrong = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t v = (int64_t)i * 1000 + t_rank + 100 * round;
+        MPI_Win_fence(0, w[i].win);
+        MPI_Put(&v, 1, MPI_INT64_T, right, w[i].disp0, 1, MPI_INT64_T, w[i].win);
+        MPI_Win_fence(0, w[i].win);
+        wrong += w[i].mem[0] != (int64_t)i * 1000 + left + 100 * round;
+        v += 50;
+        MPI_Win_post(from, 0, w[i].win);
+        MPI_Win_start(to, 0, w[i].win);
+        MPI_Put(&v, 1, MPI_INT64_T, right, w[i].disp0 + 8, 1, MPI_INT64_T, w[i].win);
+        MPI_Win_complete(w[i].win);
+        MPI_Win_wait(w[i].win);
+        wrong += w[i].mem[1] != (int64_t)i * 1000 + left + 100 * round + 50;
+    }
+    MPI_Group_free(&to);
+    MPI_Group_free(&from);
+    MPI_Group_free(&all);
+    (void)flavor;
+    return wrong;
+}
+
 /* n windows of one flavor alive at once; each carries its own value. */
 static void live_windows(int flavor, int n)
 {
@@ -119,6 +154,23 @@ static void live_windows(int flavor, int n)
     }
     CHECK(wrong == 0, "%s: %d of %d windows hold the wrong value", flavor_name[flavor], wrong,
           made);
+    if (made == n) {
+        wrong = epochs(flavor, w, made, 1);
+        CHECK(wrong == 0, "%s: %d wrong values after fence and PSCW epochs", flavor_name[flavor],
+              wrong);
+        int remade = 0;
+        for (int i = 0; i < made; i += 2)
+            unmake(flavor, &w[i]);
+        for (int i = 0; i < made; i += 2)
+            remade += make(flavor, comm, &w[i]) == MPI_SUCCESS;
+        CHECK(remade == (made + 1) / 2, "%s: %d of %d windows made again", flavor_name[flavor],
+              remade, (made + 1) / 2);
+        if (remade == (made + 1) / 2) {
+            wrong = epochs(flavor, w, made, 2);
+            CHECK(wrong == 0, "%s: %d wrong values after fence and PSCW epochs on windows "
+                  "made again over freed windows' control areas", flavor_name[flavor], wrong);
+        }
+    }
     for (int i = made - 1; i >= 0; i--)
         unmake(flavor, &w[i]);
     free(w);

@@ -7,7 +7,11 @@
  *     same time (exclusive and shared), with fetch_and_op inside: exact.
  *  3. Threads create, use and free no windows concurrently, but they do
  *     decode datatypes at once (a vector type per thread).
- * Runs on one node and between (virtual) nodes. */
+ * Runs on one node and between (virtual) nodes.
+ * With --sessions the program never calls MPI_Init: it asks a session for
+ * MPI_THREAD_MULTIPLE (info key "thread_level") and runs the same over a
+ * communicator from the mpi://WORLD process set. onesided must see the
+ * threads there too. */
 #include "common.h"
 
 #include <pthread.h>
@@ -17,6 +21,7 @@ enum { THREADS = 4, ITERS = 600, EPOCHS = 200 };
 enum { W_ACC, W_FOP, W_LOCKED, W_VEC, W_SLOTS = W_VEC + 8 };
 
 static MPI_Win win;
+static MPI_Comm comm; /* comm, or the session's */
 static int64_t *base;
 static int64_t sent_acc[64], sent_fop[64]; /* per target, this process: sums over threads */
 static pthread_mutex_t sent_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -31,6 +36,33 @@ static _Atomic int thread_errors;
             fputc('\n', stderr);                                                               \
         }                                                                                      \
     } while (0)
+
+#if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+#define T_HAVE_SESSIONS 1
+static MPI_Session session = MPI_SESSION_NULL;
+#else
+#define T_HAVE_SESSIONS 0
+#endif
+
+/* t_finish, over the program's communicator, ending what it started. */
+static int finish(bool sessions)
+{
+    int fails = 0, passes = 0;
+    MPI_Allreduce(&t_fail, &fails, 1, MPI_INT, MPI_SUM, comm);
+    MPI_Allreduce(&t_pass, &passes, 1, MPI_INT, MPI_SUM, comm);
+    if (t_rank == 0)
+        printf("test_threads%s on %d processes: %d passed, %d failed\n",
+               sessions ? " (sessions)" : "", t_size, passes, fails);
+#if T_HAVE_SESSIONS
+    if (sessions) {
+        MPI_Comm_free(&comm);
+        MPI_Session_finalize(&session);
+        return fails ? 1 : 0;
+    }
+#endif
+    MPI_Finalize();
+    return fails ? 1 : 0;
+}
 
 static void *phase1(void *arg)
 {
@@ -102,39 +134,69 @@ int main(int argc, char **argv)
 {
     int provided;
     (void)t_init; /* this program asks for threads itself */
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &t_size);
+    (void)t_finish;
+    const bool sessions = argc > 1 && !strcmp(argv[1], "--sessions");
+    if (sessions) {
+#if T_HAVE_SESSIONS
+        MPI_Info ask, got;
+        MPI_Group group;
+        char level[64] = "";
+        int len = (int)sizeof level, flag = 0;
+        MPI_Info_create(&ask);
+        MPI_Info_set(ask, "thread_level", "MPI_THREAD_MULTIPLE");
+        MPI_Session_init(ask, MPI_ERRORS_ARE_FATAL, &session);
+        MPI_Info_free(&ask);
+        /* What the session provides: the same key, in its info (MPICH 4.0
+         * and 5.0, Open MPI 5.0). */
+        MPI_Session_get_info(session, &got);
+        MPI_Info_get_string(got, "thread_level", &len, level, &flag);
+        MPI_Info_free(&got);
+        provided = flag && !strcmp(level, "MPI_THREAD_MULTIPLE") ? MPI_THREAD_MULTIPLE
+                                                                  : MPI_THREAD_SINGLE;
+        MPI_Group_from_session_pset(session, "mpi://WORLD", &group);
+        MPI_Comm_create_from_group(group, "org.onesided.test_threads", MPI_INFO_NULL,
+                                   MPI_ERRORS_ARE_FATAL, &comm);
+        MPI_Group_free(&group);
+#else
+        printf("test_threads --sessions: skipped (an MPI-%d library without sessions)\n",
+               MPI_VERSION);
+        return 77;
+#endif
+    } else {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        comm = MPI_COMM_WORLD;
+    }
+    MPI_Comm_rank(comm, &t_rank);
+    MPI_Comm_size(comm, &t_size);
     if (provided != MPI_THREAD_MULTIPLE || t_size > 64) {
         if (t_rank == 0)
             printf("test_threads: MPI_THREAD_MULTIPLE not provided: nothing to test\n");
-        MPI_Finalize();
-        return 1;
+        return finish(sessions) | 1;
     }
     const int words = W_SLOTS + t_size * THREADS;
     /* Mapped memory (loads, stores, CPU atomics), then memory reached by
      * CMA, where accumulates are coalesced in per-window batches. */
     for (int kind = 0; kind < 2; kind++) {
     if (kind == 0) {
-        MPI_Win_allocate(words * 8, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+        MPI_Win_allocate(words * 8, 8, MPI_INFO_NULL, comm, &base, &win);
     } else {
         base = calloc((size_t)words, 8);
-        MPI_Win_create(base, words * 8, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        MPI_Win_create(base, words * 8, 8, MPI_INFO_NULL, comm, &win);
     }
     MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
     memset(base, 0, (size_t)words * 8);
     memset(sent_acc, 0, sizeof sent_acc);
     memset(sent_fop, 0, sizeof sent_fop);
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(comm);
 
     MPI_Win_lock_all(0, win);
     run_threads(phase1, THREADS);
     MPI_Win_unlock_all(win);
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(comm);
 
     int64_t want_acc[64], want_fop[64];
-    MPI_Allreduce(sent_acc, want_acc, t_size, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(sent_fop, want_fop, t_size, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(sent_acc, want_acc, t_size, MPI_INT64_T, MPI_SUM, comm);
+    MPI_Allreduce(sent_fop, want_fop, t_size, MPI_INT64_T, MPI_SUM, comm);
     MPI_Win_lock(MPI_LOCK_SHARED, t_rank, 0, win);
     CHECK(base[W_ACC] == want_acc[t_rank], "%s window: accumulate total %lld, expected %lld",
           kind ? "created" : "allocated", (long long)base[W_ACC], (long long)want_acc[t_rank]);
@@ -161,11 +223,11 @@ int main(int argc, char **argv)
           (long long)base[W_VEC + 4], (long long)base[W_VEC + 1], (long long)vec_want,
           (long long)vec_want);
     MPI_Win_unlock(t_rank, win);
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(comm);
 
     int nthreads = t_size < THREADS ? t_size : THREADS;
     run_threads(phase2, nthreads);
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(comm);
     /* Every process's thread tid increments target (rank + tid) % size. */
     int64_t locked_want = 0;
     for (int o = 0; o < t_size; o++)
@@ -181,5 +243,5 @@ int main(int argc, char **argv)
         free(base);
     }
     CHECK(thread_errors == 0, "%d failed checks in threads", (int)thread_errors);
-    return t_finish("test_threads");
+    return finish(sessions);
 }

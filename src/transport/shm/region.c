@@ -19,8 +19,12 @@ static os_shm_region_t *regions;
 static size_t nregions, capregions;
 /* Freed regions kept for reuse: a program that allocates window memory per
  * object frees and allocates the same sizes again, and a new memfd costs
- * three system calls and page faults on first touch. */
-enum { SPARES_MAX = 128 };
+ * three system calls and page faults on first touch, and each peer an open
+ * and an mmap (a spare keeps its id, so peers' cached mappings of it stay
+ * good). As many as the default limit of live regions
+ * (ONESIDED_ALLOC_MEM_MAX_REGIONS), which spares count against: 400 windows
+ * freed and made again over MPI_Alloc_mem memory map nothing new. */
+enum { SPARES_MAX = 256 };
 #define SPARE_BYTES_MAX ((size_t)64 << 20)
 static os_shm_region_t spares[SPARES_MAX];
 static size_t nspares, spare_bytes;
