@@ -136,8 +136,13 @@ static inline bool fast_lane(MPI_Win win, os_rma_kind_t kind, MPI_Op mop, MPI_Da
         if (!cas_comparable(t))
             return false;
         rop = OS_OP_REPLACE;
-    } else if (kind >= OS_RMA_ACC && (rop = os_mpi_op(mop)) < 0) {
-        return false;
+    } else if (kind >= OS_RMA_ACC) {
+        /* The commonest ops compared inline (Open MPI's handles are
+         * addresses, so os_mpi_op's table walk is a load and a compare per
+         * entry, behind a call). */
+        rop = mop == MPI_SUM ? OS_OP_SUM : mop == MPI_NO_OP ? OS_OP_NO_OP : os_mpi_op(mop);
+        if (rop < 0)
+            return false;
     }
     return os_rma_single(w, kind, (os_op_t)rop, t, target, tdisp, origin, compare, result, false);
 }
