@@ -107,6 +107,12 @@ static void data_release(os_shell_t *s)
     s->data = (os_shm_seg_t){ 0 };
 }
 
+/* Bit i set for each of a slab's n areas. */
+static uint64_t all_areas(int n)
+{
+    return n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+}
+
 /* A control area of s->ctl_bytes for s, from a slab with one free, else
  * from a new slab (collective over the node). The node's first process
  * clears an area that served before: as for a reused shell (os_shell_get),
@@ -130,7 +136,7 @@ static os_status_t ctl_take(os_comm_cache_t *c, os_shell_t *s)
         }
         slab->area_bytes = s->ctl_bytes;
         slab->nareas = n;
-        slab->free = n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+        slab->free = all_areas(n);
         slab->list = list;
         slab->next = *list;
         *list = slab;
@@ -155,7 +161,7 @@ static void ctl_give_back(os_shell_t *s)
     s->ctl_slab = NULL;
     s->ctl.addr = NULL;
     slab->free |= (uint64_t)1 << s->ctl_area;
-    if (slab->free != (slab->nareas == 64 ? ~(uint64_t)0 : ((uint64_t)1 << slab->nareas) - 1))
+    if (slab->free != all_areas(slab->nareas))
         return;
     for (os_ctl_slab_t **p = slab->list; *p; p = &(*p)->next)
         if (*p == slab) {

@@ -97,7 +97,7 @@ static void unmake(int flavor, many_t *m)
 
 /* A fence epoch and a PSCW epoch on each window: each puts a value of its
  * own to the right neighbour, which must hold it after the epoch. */
-static int epochs(int flavor, many_t *w, int n, int round)
+static int epochs(many_t *w, int n, int round)
 {
     const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
     MPI_Group all, to, from;
@@ -122,7 +122,6 @@ static int epochs(int flavor, many_t *w, int n, int round)
     MPI_Group_free(&to);
     MPI_Group_free(&from);
     MPI_Group_free(&all);
-    (void)flavor;
     return wrong;
 }
 
@@ -155,7 +154,7 @@ static void live_windows(int flavor, int n)
     CHECK(wrong == 0, "%s: %d of %d windows hold the wrong value", flavor_name[flavor], wrong,
           made);
     if (made == n) {
-        wrong = epochs(flavor, w, made, 1);
+        wrong = epochs(w, made, 1);
         CHECK(wrong == 0, "%s: %d wrong values after fence and PSCW epochs", flavor_name[flavor],
               wrong);
         int remade = 0;
@@ -166,7 +165,7 @@ static void live_windows(int flavor, int n)
         CHECK(remade == (made + 1) / 2, "%s: %d of %d windows made again", flavor_name[flavor],
               remade, (made + 1) / 2);
         if (remade == (made + 1) / 2) {
-            wrong = epochs(flavor, w, made, 2);
+            wrong = epochs(w, made, 2);
             CHECK(wrong == 0, "%s: %d wrong values after fence and PSCW epochs on windows "
                   "made again over freed windows' control areas", flavor_name[flavor], wrong);
         }
