@@ -34,7 +34,7 @@ PIECES = [
     ("MPI_Put front end (arguments, operation record)", r"^(MPI_Put|issue|fast_lane)(\..*)?$",
      r"onesided"),
     ("engine: single-element path (checks, counters, the store)",
-     r"^(os_rma_issue|os_rma_single|single_element|count_op|copy_element)(\..*)?$", r"onesided"),
+     r"^(os_rma_issue|os_rma_fast|fast_path|count_op|copy_element)(\..*)?$", r"onesided"),
     ("MPI_Win_flush front end", r"^MPI_Win_flush$", r"onesided"),
     ("flush: engine (pending accumulates, network, barrier)",
      r"^(os_win_flush|os_acc_drain|os_remote_flush|os_wait_.*)(\..*)?$", r"onesided"),

@@ -116,21 +116,22 @@ static bool cas_comparable(const os_dtype_t *t)
            c == OS_CLASS_BYTE || c == OS_CLASS_CHAR;
 }
 
-/* The fast lane of the calls that move one element of one type (counters,
- * RandomAccess updates, queues built on fetch_and_op): straight from the
- * arguments to the engine's single-element path, without an operation
- * record or the general checks. Whatever it does not take, every error
+/* The fast lane of the calls that move elements of one predefined type,
+ * the same type and count on both sides (counters, RandomAccess updates,
+ * queues built on fetch_and_op, vectors of doubles): straight from the
+ * arguments to the engine's fast path, without an operation record or the
+ * general checks. Whatever it does not take, every error
  * included, goes the general way (issue), which checks and reports. Not
  * under MPI_THREAD_MULTIPLE, where the general path holds the window's
  * mutex. */
 static inline bool fast_lane(MPI_Win win, os_rma_kind_t kind, MPI_Op mop, MPI_Datatype dt,
-                             int target, MPI_Aint tdisp, const void *origin,
+                             MPI_Count count, int target, MPI_Aint tdisp, const void *origin,
                              const void *compare, void *result)
 {
     os_win_t *w;
     os_dtype_t *t;
     int rop = 0;
-    if (os_threaded || !(w = os_mpi_win(win)) || dtype(w, dt, &t))
+    if (os_threaded || count < 1 || !(w = os_mpi_win(win)) || dtype(w, dt, &t))
         return false;
     if (kind == OS_RMA_CAS) {
         if (!cas_comparable(t))
@@ -144,7 +145,8 @@ static inline bool fast_lane(MPI_Win win, os_rma_kind_t kind, MPI_Op mop, MPI_Da
         if (rop < 0)
             return false;
     }
-    return os_rma_single(w, kind, (os_op_t)rop, t, target, tdisp, origin, compare, result, false);
+    return os_rma_fast(w, kind, (os_op_t)rop, t, (size_t)count, target, tdisp, origin, compare,
+                       result, false);
 }
 
 /* The operation record, every field set by hand: a designated initializer
@@ -260,10 +262,9 @@ out:
              int target_rank, MPI_Aint target_disp, CT target_count,                           \
              MPI_Datatype target_datatype, MPI_Win win REQ_DECL)                               \
     {                                                                                          \
-        if (LANE && origin_count == 1 && target_count == 1 &&                                  \
-            origin_datatype == target_datatype &&                                              \
-            fast_lane(win, KIND, MPI_OP_NULL, target_datatype, target_rank, target_disp,       \
-                      origin_addr, NULL, NULL))                                                \
+        if (LANE && origin_count == target_count && origin_datatype == target_datatype &&      \
+            fast_lane(win, KIND, MPI_OP_NULL, target_datatype, target_count, target_rank,      \
+                      target_disp, origin_addr, NULL, NULL))                                   \
             return MPI_SUCCESS;                                                                \
         os_rma_op_t op = rma_op(KIND, target_rank, origin_addr, NULL, NULL, target_disp);     \
         return issue(#NAME, win, &op, origin_datatype, target_datatype, MPI_DATATYPE_NULL,     \
@@ -284,10 +285,9 @@ PUT_LIKE(MPI_Rget_c, OS_RMA_GET, MPI_Count, , COMMA MPI_Request *request, reques
              int target_rank, MPI_Aint target_disp, CT target_count,                           \
              MPI_Datatype target_datatype, MPI_Op mpi_op, MPI_Win win REQ_DECL)                \
     {                                                                                          \
-        if (LANE && origin_count == 1 && target_count == 1 &&                                  \
-            origin_datatype == target_datatype &&                                              \
-            fast_lane(win, OS_RMA_ACC, mpi_op, target_datatype, target_rank, target_disp,      \
-                      origin_addr, NULL, NULL))                                                \
+        if (LANE && origin_count == target_count && origin_datatype == target_datatype &&      \
+            fast_lane(win, OS_RMA_ACC, mpi_op, target_datatype, target_count, target_rank,     \
+                      target_disp, origin_addr, NULL, NULL))                                   \
             return MPI_SUCCESS;                                                                \
         os_rma_op_t op = rma_op(OS_RMA_ACC, target_rank, origin_addr, NULL, NULL, target_disp); \
         return issue(#NAME, win, &op, origin_datatype, target_datatype, MPI_DATATYPE_NULL,     \
@@ -317,7 +317,7 @@ GET_ACC_LIKE(MPI_Rget_accumulate_c, MPI_Count, COMMA MPI_Request *request, reque
 int MPI_Fetch_and_op(const void *origin_addr, void *result_addr, MPI_Datatype datatype,
                      int target_rank, MPI_Aint target_disp, MPI_Op mpi_op, MPI_Win win)
 {
-    if (fast_lane(win, OS_RMA_FOP, mpi_op, datatype, target_rank, target_disp, origin_addr, NULL,
+    if (fast_lane(win, OS_RMA_FOP, mpi_op, datatype, 1, target_rank, target_disp, origin_addr, NULL,
                   result_addr))
         return MPI_SUCCESS;
     os_rma_op_t op = rma_op(OS_RMA_FOP, target_rank, origin_addr, NULL, result_addr, target_disp);
@@ -329,7 +329,7 @@ int MPI_Compare_and_swap(const void *origin_addr, const void *compare_addr, void
                          MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
                          MPI_Win win)
 {
-    if (fast_lane(win, OS_RMA_CAS, MPI_OP_NULL, datatype, target_rank, target_disp, origin_addr,
+    if (fast_lane(win, OS_RMA_CAS, MPI_OP_NULL, datatype, 1, target_rank, target_disp, origin_addr,
                   compare_addr, result_addr))
         return MPI_SUCCESS;
     os_rma_op_t op = rma_op(OS_RMA_CAS, target_rank, origin_addr, compare_addr, result_addr,

@@ -129,9 +129,16 @@ void os_acc_atomic_wait(os_win_t *w, int target)
 {
     while (!os_acc_atomic_try_enter(w, target)) {
         os_backoff_t b = OS_BACKOFF_INIT;
-        while (atomic_load_explicit(&w->ctl[target].acc_bulk, memory_order_acquire))
+        while (os_acc_bulk_running(w, target))
             os_backoff_wait(&b);
     }
+}
+
+void os_acc_mutex_acquire(os_win_t *w, int target, uint64_t how)
+{
+    os_backoff_t b = OS_BACKOFF_INIT;
+    while (!os_acc_mutex_try(w, target, how))
+        os_backoff_wait(&b);
 }
 
 /* No CPU-atomic accumulate of rank r in flight (the bulk side's check). */
@@ -141,10 +148,9 @@ static bool atomic_quiet(const os_win_t *w, int r)
            !atomic_load_explicit(&w->ctl[r].acc_active_main, memory_order_seq_cst);
 }
 
-static void acc_bulk_enter(os_win_t *w, int target)
+void os_acc_bulk_enter(os_win_t *w, int target)
 {
-    os_lock_acquire_excl(&w->ctl[target].acc_mutex, NULL);
-    atomic_store_explicit(&w->ctl[target].acc_bulk, 1, memory_order_seq_cst);
+    os_acc_mutex_acquire(w, target, OS_ACC_HELD_BULK);
     for (int r = 0; r < w->nranks; r++) {
         os_backoff_t b = OS_BACKOFF_INIT;
         while (!atomic_quiet(w, r))
@@ -152,10 +158,9 @@ static void acc_bulk_enter(os_win_t *w, int target)
     }
 }
 
-static void acc_bulk_exit(os_win_t *w, int target)
+void os_acc_bulk_exit(os_win_t *w, int target)
 {
-    atomic_store_explicit(&w->ctl[target].acc_bulk, 0, memory_order_release);
-    os_lock_release_excl(&w->ctl[target].acc_mutex);
+    os_acc_mutex_release(w, target);
 }
 
 /* One run of an accumulate on a CMA peer's private memory, the accumulate
@@ -328,11 +333,11 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
     if (obuf || fbuf)
         OS_STAT(w, FALLBACK_PACKED, 1);
     if (mode == OS_ACC_MUTEX) {
-        os_lock_acquire_excl(&w->ctl[op->target].acc_mutex, NULL);
+        os_acc_mutex_acquire(w, op->target, OS_ACC_HELD);
         locked = true;
         OS_STAT(w, FALLBACK_ACC_MUTEX, 1);
     } else if (bulk) {
-        acc_bulk_enter(w, op->target);
+        os_acc_bulk_enter(w, op->target);
         bulk_entered = true;
     } else if (mode == OS_ACC_ATOMIC) {
         os_acc_atomic_enter(w, op->target);
@@ -426,9 +431,9 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
     }
 out:
     if (locked)
-        os_lock_release_excl(&w->ctl[op->target].acc_mutex);
+        os_acc_mutex_release(w, op->target);
     if (bulk_entered)
-        acc_bulk_exit(w, op->target);
+        os_acc_bulk_exit(w, op->target);
     if (atomic_entered)
         os_acc_atomic_exit(w);
     if (!st && fbuf)
@@ -456,7 +461,7 @@ os_status_t os_apply_cas(os_win_t *w, const os_rma_op_t *op, char *taddr)
         return OS_OK;
     }
     if (mode == OS_ACC_MUTEX) {
-        os_lock_acquire_excl(&w->ctl[op->target].acc_mutex, NULL);
+        os_acc_mutex_acquire(w, op->target, OS_ACC_HELD);
         OS_STAT(w, FALLBACK_ACC_MUTEX, 1);
     }
     /* Mapped: here, or in the peer's zone mapped here. */
@@ -470,7 +475,7 @@ os_status_t os_apply_cas(os_win_t *w, const os_rma_op_t *op, char *taddr)
     if (!here)
         OS_STAT(w, FALLBACK_CMA, 1);
     if (mode == OS_ACC_MUTEX)
-        os_lock_release_excl(&w->ctl[op->target].acc_mutex);
+        os_acc_mutex_release(w, op->target);
     if (!st)
         memcpy(op->result, old, e);
     return st;
@@ -478,7 +483,7 @@ os_status_t os_apply_cas(os_win_t *w, const os_rma_op_t *op, char *taddr)
 
 /* A large served accumulate in bulk, if everything that could change the
  * same elements meanwhile can be excluded without waiting: the node's CPU
- * atomics by the handshake of acc_bulk_enter (tried once: a served request
+ * atomics by the handshake of os_acc_bulk_enter (tried once: a served request
  * must not wait), and on windows with direct accumulates the network
  * atomics as well. Those are excluded only where all of them are emulated
  * by this process's worker (amo_own_worker) and it holds the worker: an
@@ -497,8 +502,7 @@ static bool try_apply_bulk(os_win_t *w, int target, bool fetch, os_op_t op, os_b
     if (hold && (target != w->rank || !w->amo_own_worker || !os_ucx_worker_try_hold()))
         return false;
     bool done = false;
-    if (os_lock_try_excl(&w->ctl[target].acc_mutex)) {
-        atomic_store_explicit(&w->ctl[target].acc_bulk, 1, memory_order_seq_cst);
+    if (os_acc_mutex_try(w, target, OS_ACC_HELD_BULK)) {
         bool quiet = true;
         for (int r = 0; r < w->nranks && quiet; r++)
             quiet = atomic_quiet(w, r);
@@ -513,8 +517,7 @@ static bool try_apply_bulk(os_win_t *w, int target, bool fetch, os_op_t op, os_b
             OS_STAT(w, ACC_BULK_ELEMS, bytes / esize);
             done = true;
         }
-        atomic_store_explicit(&w->ctl[target].acc_bulk, 0, memory_order_release);
-        os_lock_release_excl(&w->ctl[target].acc_mutex);
+        os_acc_mutex_release(w, target);
     }
     if (hold)
         os_ucx_worker_release();
@@ -533,7 +536,7 @@ bool os_acc_try_apply(os_win_t *w, int target, bool cas, bool fetch, os_op_t op,
     if (!mutex && !cas &&
         try_apply_bulk(w, target, fetch, op, basic, esize, addr, runs, nruns, odata, fdata))
         return true;
-    if (mutex ? !os_lock_try_excl(&w->ctl[target].acc_mutex)
+    if (mutex ? !os_acc_mutex_try(w, target, OS_ACC_HELD)
               : !os_acc_atomic_try_enter(w, target))
         return false;
     size_t pos = 0;
@@ -561,7 +564,7 @@ bool os_acc_try_apply(os_win_t *w, int target, bool cas, bool fetch, os_op_t op,
         }
     }
     if (mutex)
-        os_lock_release_excl(&w->ctl[target].acc_mutex);
+        os_acc_mutex_release(w, target);
     else
         os_acc_atomic_exit(w);
     return true;

@@ -235,7 +235,7 @@ static os_status_t drain_one(os_win_t *w, int target)
     /* Entries of one batch share their path (a differing one drains first). */
     os_acc_mode_t mode = (os_acc_mode_t)b->mode;
     if (mode == OS_ACC_MUTEX) {
-        os_lock_acquire_excl(&w->ctl[target].acc_mutex, NULL);
+        os_acc_mutex_acquire(w, target, OS_ACC_HELD);
         OS_STAT(w, FALLBACK_ACC_MUTEX, 1);
     }
     if (w->peers[target].access == OS_PEER_DIRECT)
@@ -243,7 +243,7 @@ static os_status_t drain_one(os_win_t *w, int target)
     else
         st = apply_cma(w, target, b);
     if (mode == OS_ACC_MUTEX)
-        os_lock_release_excl(&w->ctl[target].acc_mutex);
+        os_acc_mutex_release(w, target);
     OS_STAT(w, ACC_BATCHES, 1);
     b->n = 0;
     b->dlen = 0;

@@ -5,6 +5,7 @@
  * answered), so flush and unlock need only order memory. */
 #include "os_rma.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -259,24 +260,29 @@ static inline bool atomic_word(os_op_t op, os_basic_t basic, char *taddr, const 
     return true;
 }
 
-/* Fast path: one predefined element to memory this process maps, in an
- * epoch that already grants access to the target. It is the common case of
- * fine-grained RMA (RandomAccess updates, counters, queues built on
- * fetch_and_op), and there the general path's datatype walk, packing and
- * per-block decisions cost as much as the memory access. The element takes
- * exactly the path the general code would choose (os_acc_mode), so the two
- * stay atomic with each other. Returns false, having done nothing, for
- * anything it does not handle, every error included: the general path then
- * decides and reports. */
-bool os_rma_single(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
-                   int target, MPI_Aint tdisp, const void *origin, const void *compare,
-                   void *result, bool request)
+/* Fast path: count elements of one predefined type, contiguous at the
+ * origin, the target and (fetching kinds) the result, to memory this
+ * process maps, in an epoch that already grants access to the target. It
+ * is the common case of fine-grained RMA (RandomAccess updates, counters,
+ * queues built on fetch_and_op, halo rows and vectors of doubles), and
+ * there the general path's operation record, datatype walk and per-block
+ * decisions cost as much as the memory access. Accumulates take exactly
+ * the path the general code would choose (os_acc_mode, and the bulk
+ * handshake left to it from acc_bulk_min bytes), so the two stay atomic
+ * with each other. Returns false, having done nothing, for anything it does
+ * not handle, every error included: the general path then decides and
+ * reports. */
+bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
+                   size_t count, int target, MPI_Aint tdisp, const void *origin,
+                   const void *compare, void *result, bool request)
 {
     const bool fetch = kind >= OS_RMA_GET_ACC, acc = kind >= OS_RMA_ACC;
     const size_t e = t->size;
+    size_t bytes;
     long long off;
 
-    if (target < 0 || target >= w->nranks || !t->predefined || !e || t->basic_size != e)
+    if (target < 0 || target >= w->nranks || !t->predefined || !e || t->basic_size != e ||
+        !count || __builtin_mul_overflow(count, e, &bytes) || bytes > (size_t)LLONG_MAX)
         return false;
     const os_peer_t *p = &w->peers[target];
     if (p->access != OS_PEER_DIRECT || w->flavor == OS_FLAVOR_DYNAMIC)
@@ -305,7 +311,7 @@ bool os_rma_single(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_
                          (kind == OS_RMA_ACC && w->cfg.acc_coalesce > 0)))
         return false;
     if (tdisp < 0 || __builtin_mul_overflow((long long)tdisp, (long long)p->disp_unit, &off) ||
-        off > (long long)p->size - (long long)e)
+        off > (long long)p->size - (long long)bytes)
         return false;
     char *taddr = p->base + off;
     os_acc_mode_t mode = OS_ACC_ATOMIC;
@@ -313,35 +319,54 @@ bool os_rma_single(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_
         if (t->basic == OS_B_NONE || !os_op_valid(rop, (os_class_t)t->cls))
             return false;
         mode = os_acc_mode(w, target, taddr, t);
-        if (mode == OS_ACC_MUTEX || (w->cfg.acc_bulk_min > 0 && e >= (size_t)w->cfg.acc_bulk_min))
+        if (mode == OS_ACC_MUTEX)
             return false;
     }
 
-    count_kind(w, kind, e, request);
+    count_kind(w, kind, bytes, request);
     OS_STAT(w, FAST_PATH_OPS, 1);
     if (w->access == OS_ACCESS_FENCE)
         w->fence_epoch_ops++;
     switch (kind) {
     case OS_RMA_PUT:
-        copy_element(taddr, origin, e);
+        if (count == 1)
+            copy_element(taddr, origin, e);
+        else
+            os_copy(taddr, origin, bytes);
         return true;
     case OS_RMA_GET:
-        copy_element((void *)origin, taddr, e);
+        if (count == 1)
+            copy_element((void *)origin, taddr, e);
+        else
+            os_copy((void *)origin, taddr, bytes);
         return true;
     default:
         break;
     }
     if (rop == OS_OP_NO_OP)
         origin = NULL;
+    if (mode == OS_ACC_ATOMIC && kind != OS_RMA_CAS && w->cfg.acc_bulk_min > 0 &&
+        bytes >= (size_t)w->cfg.acc_bulk_min) {
+        /* Bulk: the handshake holds off CPU atomics, then plain reductions. */
+        os_acc_bulk_enter(w, target);
+        if (fetch)
+            os_copy(result, taddr, bytes);
+        if (origin)
+            os_reduce(rop, (os_basic_t)t->basic, e, taddr, origin, count);
+        os_acc_bulk_exit(w, target);
+        OS_STAT(w, ACC_BULK_ELEMS, count);
+        return true;
+    }
     if (mode == OS_ACC_ATOMIC) {
         os_acc_atomic_enter(w, target);
         if (kind == OS_RMA_CAS)
             os_cas_atomic(e, taddr, compare, origin, result);
-        else if (!atomic_word(rop, (os_basic_t)t->basic, taddr, origin, fetch ? result : NULL))
+        else if (count > 1 ||
+                 !atomic_word(rop, (os_basic_t)t->basic, taddr, origin, fetch ? result : NULL))
             os_reduce_atomic(rop, (os_basic_t)t->basic, e, taddr, origin,
-                             fetch ? result : NULL, 1);
+                             fetch ? result : NULL, count);
         os_acc_atomic_exit(w);
-        OS_STAT(w, ACC_ATOMIC_ELEMS, 1);
+        OS_STAT(w, ACC_ATOMIC_ELEMS, count);
         return true;
     }
     /* Exclusive lock: nobody else may touch the target window, so plain
@@ -356,28 +381,29 @@ bool os_rma_single(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_
         return true;
     }
     if (fetch)
-        memcpy(result, taddr, e);
+        memcpy(result, taddr, bytes);
     if (origin)
-        os_reduce(rop, (os_basic_t)t->basic, e, taddr, origin, 1);
-    OS_STAT(w, ACC_EXCL_ELEMS, 1);
+        os_reduce(rop, (os_basic_t)t->basic, e, taddr, origin, count);
+    OS_STAT(w, ACC_EXCL_ELEMS, count);
     return true;
 }
 
-/* An operation the single-element path takes: one element of one type at
- * the origin, the target and (fetching kinds) the result. */
-static bool single_element(os_win_t *w, const os_rma_op_t *op)
+/* An operation the fast path takes: as many elements of one predefined
+ * type at the origin, the target and (fetching kinds) the result. */
+static bool fast_path(os_win_t *w, const os_rma_op_t *op)
 {
     const os_dtype_t *t = op->ttype;
-    if (op->tcount != 1 || op->ocount != 1 || op->otype != t ||
-        (op->kind >= OS_RMA_GET_ACC && (op->rcount != 1 || op->rtype != t)))
+    if (op->ocount != op->tcount || op->otype != t ||
+        (op->kind >= OS_RMA_GET_ACC && (op->rcount != op->tcount || op->rtype != t)))
         return false;
-    return os_rma_single(w, (os_rma_kind_t)op->kind, (os_op_t)op->op, t, op->target, op->tdisp,
-                         op->origin, op->compare, op->result, op->request);
+    return os_rma_fast(w, (os_rma_kind_t)op->kind, (os_op_t)op->op, t, op->tcount,
+                         op->target, op->tdisp, op->origin, op->compare, op->result,
+                         op->request);
 }
 
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
 {
-    if (single_element(w, op))
+    if (fast_path(w, op))
         return OS_OK;
 
     os_status_t st;

@@ -123,7 +123,10 @@ typedef struct {
     /* For the watchdog only: 1 + the rank holding `lock` exclusively, or 0.
      * On the lock's line, which its holder has just written anyway. */
     _Atomic uint64_t lock_holder;
-    _Alignas(OS_CACHELINE) os_lockword_t acc_mutex;
+    /* The accumulate mutex of this rank's memory (os_acc_mutex_*): 0 free,
+     * OS_ACC_HELD, or OS_ACC_HELD_BULK while a bulk accumulate runs here,
+     * which CPU-atomic accumulates read as their flag. */
+    _Alignas(OS_CACHELINE) _Atomic uint64_t acc_mutex;
     /* Fence: origins add how many of them will write here (reduce-scatter of
      * per-target counts), then signal when done; indexed by the parity of the
      * synchronizing fence so that a fast process may start the next fence
@@ -132,12 +135,10 @@ typedef struct {
     _Atomic uint64_t fence_done[2];
     /* Bulk accumulates (os_acc_bulk_enter): acc_active and acc_active_main
      * count this rank's CPU-atomic accumulates in flight (as an origin; the
-     * second its main thread's alone, apply.c), acc_bulk is set by an
-     * origin running a bulk accumulate on this rank's memory. Separate lines:
-     * the counts are written often by their owners, the flag read by all. */
+     * second its main thread's alone, apply.c). Separate lines: each is
+     * written often by its owner and read by bulk accumulators. */
     _Alignas(OS_CACHELINE) _Atomic uint64_t acc_active;
     _Alignas(OS_CACHELINE) _Atomic uint64_t acc_active_main;
-    _Alignas(OS_CACHELINE) _Atomic uint64_t acc_bulk;
     _Alignas(OS_CACHELINE) _Atomic uint64_t pscw_done; /* MPI_Win_complete calls received */
     /* Dynamic windows (dynamic.c): a sequence lock, odd while the owner
      * changes its regions; how many it has; where its own array of them is. */
@@ -471,14 +472,14 @@ int os_win_describe(const os_win_t *w, char *buf, size_t len);
 
 /* Check an operation and do it, or queue it to the closing fence. */
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op);
-/* The fast path (ops.c): one element of predefined type t at the origin,
- * the target and (fetching kinds) the result, to memory this process maps,
- * in an epoch that already grants access to the target. True when done;
- * false, having done nothing, for anything else, errors included, which
- * os_rma_issue then decides and reports. */
-bool os_rma_single(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
-                   int target, MPI_Aint tdisp, const void *origin, const void *compare,
-                   void *result, bool request);
+/* The fast path (ops.c): count contiguous elements of predefined type t at
+ * the origin, the target and (fetching kinds) the result, to memory this
+ * process maps, in an epoch that already grants access to the target. True
+ * when done; false, having done nothing, for anything else, errors
+ * included, which os_rma_issue then decides and reports. */
+bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
+                 size_t count, int target, MPI_Aint tdisp, const void *origin,
+                 const void *compare, void *result, bool request);
 os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
 
 /* Runs per process_vm_readv/writev call: the kernel's limit (UIO_MAXIOV),
@@ -513,6 +514,41 @@ static inline os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const cha
     return ok ? OS_ACC_ATOMIC : OS_ACC_MUTEX;
 }
 
+/* The accumulate mutex of a target (os_rank_ctl_t.acc_mutex), a
+ * test-and-set word as the host MPIs' own: taking it is one locked
+ * instruction and giving it back a store, where a ticket lock's release is
+ * a second one, a tenth of a small accumulate. Its holder says why:
+ * OS_ACC_HELD around accumulates that are not CPU atomics (wide elements,
+ * memory reached by CMA), OS_ACC_HELD_BULK around bulk ones, which
+ * CPU-atomic accumulates must wait out (below). */
+enum { OS_ACC_FREE = 0, OS_ACC_HELD = 1, OS_ACC_HELD_BULK = 2 };
+
+static inline bool os_acc_mutex_try(os_win_t *w, int target, uint64_t how)
+{
+    _Atomic uint64_t *m = &w->ctl[target].acc_mutex;
+    uint64_t free_word = OS_ACC_FREE;
+    /* seq_cst: taking it for a bulk accumulate is the store of the Dekker
+     * handshake below, ordered before the loads of the counts. */
+    return atomic_load_explicit(m, memory_order_relaxed) == OS_ACC_FREE &&
+           atomic_compare_exchange_strong_explicit(m, &free_word, how, memory_order_seq_cst,
+                                                   memory_order_relaxed);
+}
+
+/* Waits with back-off (apply.c). */
+void os_acc_mutex_acquire(os_win_t *w, int target, uint64_t how);
+
+static inline void os_acc_mutex_release(os_win_t *w, int target)
+{
+    atomic_store_explicit(&w->ctl[target].acc_mutex, OS_ACC_FREE, memory_order_release);
+}
+
+/* Whether a bulk accumulate runs on target (the CPU-atomic side's flag). */
+static inline bool os_acc_bulk_running(const os_win_t *w, int target)
+{
+    return atomic_load_explicit(&w->ctl[target].acc_mutex, memory_order_seq_cst) ==
+           OS_ACC_HELD_BULK;
+}
+
 /* Around CPU-atomic accumulates on `target` (waits while a bulk one runs
  * there; the try form returns false instead of waiting). Inline: they are
  * most of an 8-byte accumulate's own cost.
@@ -521,9 +557,10 @@ static inline os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const cha
  * apply.c) use plain loads and stores, which is safe only while no
  * CPU-atomic accumulate can touch the same memory: the two sides do a
  * Dekker handshake with sequentially consistent accesses. An atomic
- * accumulator raises its own count and then checks the target's acc_bulk
- * flag; a bulk accumulator raises acc_bulk and then waits until every
- * process's counts are zero. At least one side sees the other's flag.
+ * accumulator raises its own count and then checks whether the target's
+ * accumulate mutex is held for a bulk accumulate; a bulk accumulator takes
+ * the mutex so (a locked compare-and-swap) and then waits until every
+ * process's counts are zero. At least one side sees the other's write.
  *
  * The main thread, when no other thread may call MPI (not
  * MPI_THREAD_MULTIPLE), keeps its own count, acc_active_main: one writer,
@@ -545,17 +582,22 @@ static inline bool os_acc_atomic_try_enter(os_win_t *w, int target)
     if (os_acc_own_count()) {
         uint64_t n = atomic_load_explicit(&me->acc_active_main, memory_order_relaxed);
         atomic_exchange_explicit(&me->acc_active_main, n + 1, memory_order_seq_cst);
-        if (!atomic_load_explicit(&w->ctl[target].acc_bulk, memory_order_seq_cst))
+        if (!os_acc_bulk_running(w, target))
             return true;
         atomic_store_explicit(&me->acc_active_main, n, memory_order_release);
         return false;
     }
     atomic_fetch_add_explicit(&me->acc_active, 1, memory_order_seq_cst);
-    if (!atomic_load_explicit(&w->ctl[target].acc_bulk, memory_order_seq_cst))
+    if (!os_acc_bulk_running(w, target))
         return true;
     atomic_fetch_sub_explicit(&me->acc_active, 1, memory_order_release);
     return false;
 }
+
+/* Around a bulk accumulate on target (apply.c): its accumulate mutex taken
+ * for bulk, then every CPU-atomic accumulate there waited out. */
+void os_acc_bulk_enter(os_win_t *w, int target);
+void os_acc_bulk_exit(os_win_t *w, int target);
 
 /* Until no bulk accumulate runs on target, then entered (apply.c). */
 void os_acc_atomic_wait(os_win_t *w, int target);

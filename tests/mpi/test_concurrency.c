@@ -98,20 +98,29 @@ static void exclusion(int flavor)
 
 /* Large accumulates (plain loads and stores after excluding CPU-atomic ones,
  * ONESIDED_ACC_BULK_MIN) racing single-element accumulates, fetch_and_op and
- * compare_and_swap on the same words: every update must land exactly once. */
+ * compare_and_swap on the same words: every update must land exactly once.
+ * The large ones alternate between the fast path (the same type and count
+ * on both sides) and the general one (the origin as one contiguous type). */
 enum { BULK_N = 512, BULK_ROUNDS = 60 };
 static void bulk_mixed(int flavor)
 {
     t_win_t t = t_win_make(flavor, BULK_N * 8, MPI_INFO_NULL);
     const int root = 0;
     int64_t *ones = malloc(BULK_N * sizeof *ones), one = 1, old, cas_seen = 0, got;
+    MPI_Datatype row;
+    MPI_Type_contiguous(BULK_N, MPI_INT64_T, &row);
+    MPI_Type_commit(&row);
     for (int i = 0; i < BULK_N; i++)
         ones[i] = 1;
     MPI_Win_lock_all(0, t.win);
     for (int r = 0; r < BULK_ROUNDS; r++) {
         if ((r + t_rank) % 2) {
-            MPI_Accumulate(ones, BULK_N, MPI_INT64_T, root, t_disp(&t, root, 0), BULK_N,
-                           MPI_INT64_T, MPI_SUM, t.win);
+            if (r % 4 < 2)
+                MPI_Accumulate(ones, BULK_N, MPI_INT64_T, root, t_disp(&t, root, 0), BULK_N,
+                               MPI_INT64_T, MPI_SUM, t.win);
+            else
+                MPI_Accumulate(ones, 1, row, root, t_disp(&t, root, 0), BULK_N, MPI_INT64_T,
+                               MPI_SUM, t.win);
         } else {
             for (int i = 0; i < BULK_N; i += 7) {
                 if (i % 3 == 0)
@@ -152,6 +161,7 @@ static void bulk_mixed(int flavor)
         CHECK(!bad, "%s: %d of %d words wrong after bulk and atomic accumulates raced",
               flavor_name[flavor], bad, BULK_N);
     }
+    MPI_Type_free(&row);
     free(ones);
     t_win_free(&t);
 }

@@ -355,6 +355,129 @@ static void single_elements(int flavor)
     t_win_free(&t);
 }
 
+/* Vectors of one predefined type, the same count on both sides: the fast
+ * path moves them whole (a halo row, a block of doubles), accumulates below
+ * ONESIDED_ACC_BULK_MIN by CPU atomics and from it in bulk. Odd ranks name
+ * the origin as one contiguous type instead: the general path on the same
+ * words, which must stay exact with the fast one. Every rank puts its row
+ * and reads it back, accumulates a short and a long vector and fetches one,
+ * under a shared lock, an exclusive lock and lock_all; then a vector that
+ * ends one element past the window must be refused. */
+static void vectors(int flavor)
+{
+    enum { ROUNDS = 50, SHORT = 8, LONG = 192, ROW = 16 };
+    /* Layout (elements): the short sums, the long sums, the fetched sums,
+     * then a row per rank. */
+    const int rows = SHORT + LONG + SHORT, nw = rows + ROW * t_size;
+    t_win_t t = t_win_make(flavor, (size_t)nw * 8, MPI_INFO_NULL);
+    int64_t ones[LONG], row[ROW], back[ROW], fetched[SHORT];
+    MPI_Datatype shortv, longv, rowv;
+    MPI_Type_contiguous(SHORT, MPI_INT64_T, &shortv);
+    MPI_Type_contiguous(LONG, MPI_INT64_T, &longv);
+    MPI_Type_contiguous(ROW, MPI_INT64_T, &rowv);
+    MPI_Type_commit(&shortv);
+    MPI_Type_commit(&longv);
+    MPI_Type_commit(&rowv);
+    const bool general = t_rank % 2;
+    for (int i = 0; i < LONG; i++)
+        ones[i] = 1;
+    onesided_win_stats_t before, after;
+    onesided_win_get_stats(t.win, &before);
+    int bad_rows = 0, bad_fetch = 0;
+    for (int mode = 0; mode < 3; mode++) { /* lock shared, lock exclusive, lock_all */
+        memset(t.base, 0, (size_t)nw * 8);
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int r = 0; r < ROUNDS; r++) {
+            if (mode == 2)
+                MPI_Win_lock_all(0, t.win);
+            else
+                MPI_Win_lock(mode ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, 0, 0, t.win);
+            const MPI_Aint mine = t_disp(&t, 0, 8 * (rows + ROW * t_rank));
+            for (int i = 0; i < ROW; i++)
+                row[i] = 1000 * t_rank + 10 * r + i;
+            if (general) {
+                MPI_Put(row, 1, rowv, 0, mine, ROW, MPI_INT64_T, t.win);
+                MPI_Accumulate(ones, 1, shortv, 0, t_disp(&t, 0, 0), SHORT, MPI_INT64_T,
+                               MPI_SUM, t.win);
+                MPI_Accumulate(ones, 1, longv, 0, t_disp(&t, 0, 8 * SHORT), LONG, MPI_INT64_T,
+                               MPI_SUM, t.win);
+                MPI_Get_accumulate(ones, 1, shortv, fetched, SHORT, MPI_INT64_T, 0,
+                                   t_disp(&t, 0, 8 * (SHORT + LONG)), SHORT, MPI_INT64_T,
+                                   MPI_SUM, t.win);
+            } else {
+                MPI_Put(row, ROW, MPI_INT64_T, 0, mine, ROW, MPI_INT64_T, t.win);
+                MPI_Accumulate(ones, SHORT, MPI_INT64_T, 0, t_disp(&t, 0, 0), SHORT,
+                               MPI_INT64_T, MPI_SUM, t.win);
+                MPI_Accumulate(ones, LONG, MPI_INT64_T, 0, t_disp(&t, 0, 8 * SHORT), LONG,
+                               MPI_INT64_T, MPI_SUM, t.win);
+                MPI_Get_accumulate(ones, SHORT, MPI_INT64_T, fetched, SHORT, MPI_INT64_T, 0,
+                                   t_disp(&t, 0, 8 * (SHORT + LONG)), SHORT, MPI_INT64_T,
+                                   MPI_SUM, t.win);
+            }
+            MPI_Win_flush(0, t.win);
+            MPI_Get(back, ROW, MPI_INT64_T, 0, mine, ROW, MPI_INT64_T, t.win);
+            if (mode == 2)
+                MPI_Win_unlock_all(t.win);
+            else
+                MPI_Win_unlock(0, t.win);
+            bad_rows += memcmp(back, row, sizeof row) != 0;
+            /* Elements of one fetch were updated together only under the
+             * exclusive lock; each is a count of earlier updates anyway. */
+            for (int i = 0; i < SHORT; i++)
+                bad_fetch += fetched[i] < r || fetched[i] >= (int64_t)t_size * ROUNDS ||
+                             (mode == 1 && fetched[i] != fetched[0]);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (t_rank == 0) {
+            const int64_t *w = (const int64_t *)t.base, want = (int64_t)ROUNDS * t_size;
+            int bad = 0;
+            for (int i = 0; i < SHORT + LONG + SHORT; i++)
+                bad += w[i] != want;
+            CHECK(!bad, "%s mode %d: %d of %d accumulated elements wrong (element 0: %lld, "
+                  "want %lld)", flavor_name[flavor], mode, bad, SHORT + LONG + SHORT,
+                  (long long)w[0], (long long)want);
+        }
+    }
+    CHECK(!bad_rows && !bad_fetch, "%s: %d rows read back wrong, %d fetched elements wrong",
+          flavor_name[flavor], bad_rows, bad_fetch);
+    onesided_win_get_stats(t.win, &after);
+    /* Rank 0's fast path serves its own memory on every configuration: its
+     * five vector operations a round (three where accumulates are forced
+     * into batches, ONESIDED_ACC_COALESCE). */
+    const char *coalesce = getenv("ONESIDED_ACC_COALESCE");
+    const int per_round = coalesce && atoi(coalesce) > 0 ? 3 : 5;
+    if (t_rank == 0 && flavor != F_CREATE && flavor != F_DYNAMIC &&
+        (flavor != F_CREATE_BIG || t_flavor_mapped(F_CREATE_BIG))) {
+        const uint64_t fast = after.counter[ONESIDED_STAT_FAST_PATH_OPS] -
+                              before.counter[ONESIDED_STAT_FAST_PATH_OPS];
+        CHECK(fast >= (uint64_t)(3 * per_round * ROUNDS),
+              "%s: vectors took the fast path %llu times, want %d", flavor_name[flavor],
+              (unsigned long long)fast, 3 * per_round * ROUNDS);
+    }
+    /* A vector whose last element lies past the window's end. */
+    MPI_Win_set_errhandler(t.win, MPI_ERRORS_RETURN);
+    MPI_Win_lock_all(0, t.win);
+    int rc = MPI_Put(ones, ROW + 1, MPI_INT64_T, 0, t_disp(&t, 0, 8 * (nw - ROW)), ROW + 1,
+                     MPI_INT64_T, t.win), c = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS)
+        MPI_Error_class(rc, &c);
+    CHECK(c == MPI_ERR_RMA_RANGE, "%s: a vector put one element past the end gave class %d",
+          flavor_name[flavor], c);
+    rc = MPI_Accumulate(ones, ROW + 1, MPI_INT64_T, 0, t_disp(&t, 0, 8 * (nw - ROW)), ROW + 1,
+                        MPI_INT64_T, MPI_SUM, t.win);
+    c = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS)
+        MPI_Error_class(rc, &c);
+    CHECK(c == MPI_ERR_RMA_RANGE,
+          "%s: a vector accumulate one element past the end gave class %d",
+          flavor_name[flavor], c);
+    MPI_Win_unlock_all(t.win);
+    MPI_Type_free(&shortv);
+    MPI_Type_free(&longv);
+    MPI_Type_free(&rowv);
+    t_win_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -365,8 +488,10 @@ int main(int argc, char **argv)
         large(f);
     }
     proc_null();
-    T_FOR_EACH_FLAVOR(f)
+    T_FOR_EACH_FLAVOR(f) {
         single_elements(f);
+        vectors(f);
+    }
     outstanding_requests(F_ALLOCATE);
     outstanding_requests(F_CREATE);
     MPI_Group_free(&world_group);
