@@ -268,13 +268,13 @@ static inline bool atomic_word(os_op_t op, os_basic_t basic, char *taddr, const 
  * there the general path's operation record, datatype walk and per-block
  * decisions cost as much as the memory access. Accumulates take exactly
  * the path the general code would choose (os_acc_mode, and the bulk
- * handshake left to it from acc_bulk_min bytes), so the two stay atomic
- * with each other. Returns false, having done nothing, for anything it does
+ * handshake from acc_bulk_min bytes), so the two stay atomic with each
+ * other. Returns false, having done nothing, for anything it does
  * not handle, every error included: the general path then decides and
  * reports. */
 bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
-                   size_t count, int target, MPI_Aint tdisp, const void *origin,
-                   const void *compare, void *result, bool request)
+                 size_t count, int target, MPI_Aint tdisp, const void *origin,
+                 const void *compare, void *result, bool request)
 {
     const bool fetch = kind >= OS_RMA_GET_ACC, acc = kind >= OS_RMA_ACC;
     const size_t e = t->size;
@@ -396,9 +396,8 @@ static bool fast_path(os_win_t *w, const os_rma_op_t *op)
     if (op->ocount != op->tcount || op->otype != t ||
         (op->kind >= OS_RMA_GET_ACC && (op->rcount != op->tcount || op->rtype != t)))
         return false;
-    return os_rma_fast(w, (os_rma_kind_t)op->kind, (os_op_t)op->op, t, op->tcount,
-                         op->target, op->tdisp, op->origin, op->compare, op->result,
-                         op->request);
+    return os_rma_fast(w, (os_rma_kind_t)op->kind, (os_op_t)op->op, t, op->tcount, op->target,
+                       op->tdisp, op->origin, op->compare, op->result, op->request);
 }
 
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
