@@ -141,26 +141,13 @@ void os_acc_mutex_acquire(os_win_t *w, int target, uint64_t how)
         os_backoff_wait(&b);
 }
 
-/* No CPU-atomic accumulate of rank r in flight (the bulk side's check). */
-static bool atomic_quiet(const os_win_t *w, int r)
+void os_acc_node_quiet_wait(const os_win_t *w)
 {
-    return !atomic_load_explicit(&w->ctl[r].acc_active, memory_order_seq_cst) &&
-           !atomic_load_explicit(&w->ctl[r].acc_active_main, memory_order_seq_cst);
-}
-
-void os_acc_bulk_enter(os_win_t *w, int target)
-{
-    os_acc_mutex_acquire(w, target, OS_ACC_HELD_BULK);
-    for (int r = 0; r < w->nranks; r++) {
+    for (int i = 0; i < w->nnode_ranks; i++) {
         os_backoff_t b = OS_BACKOFF_INIT;
-        while (!atomic_quiet(w, r))
+        while (!os_acc_atomic_quiet(w, w->node_ranks[i]))
             os_backoff_wait(&b);
     }
-}
-
-void os_acc_bulk_exit(os_win_t *w, int target)
-{
-    os_acc_mutex_release(w, target);
 }
 
 /* One run of an accumulate on a CMA peer's private memory, the accumulate
@@ -307,8 +294,7 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
     char *obuf = NULL, *fbuf = NULL, *tbuf = NULL, *fdata = NULL;
     os_peer_t *p = &w->peers[op->target];
     os_acc_mode_t mode = os_acc_mode(w, op->target, taddr, tt);
-    const bool bulk = mode == OS_ACC_ATOMIC && w->cfg.acc_bulk_min > 0 &&
-                      bytes >= (size_t)w->cfg.acc_bulk_min;
+    const bool bulk = mode == OS_ACC_ATOMIC && os_acc_bulk(w, bytes);
     bool locked = false, atomic_entered = false, bulk_entered = false;
     cma_runs_t edges = { 0 };
 
@@ -496,17 +482,14 @@ static bool try_apply_bulk(os_win_t *w, int target, bool fetch, os_op_t op, os_b
     size_t bytes = 0;
     for (uint32_t i = 0; i < nruns; i++)
         bytes += runs[i].len;
-    if (w->served_bulk_min <= 0 || bytes < (size_t)w->served_bulk_min)
+    if (!w->served_bulk_min || bytes < w->served_bulk_min)
         return false;
     const bool hold = w->cfg.acc_direct;
     if (hold && (target != w->rank || !w->amo_own_worker || !os_ucx_worker_try_hold()))
         return false;
     bool done = false;
     if (os_acc_mutex_try(w, target, OS_ACC_HELD_BULK)) {
-        bool quiet = true;
-        for (int r = 0; r < w->nranks && quiet; r++)
-            quiet = atomic_quiet(w, r);
-        if (quiet) {
+        if (os_acc_node_quiet(w)) {
             size_t pos = 0;
             for (uint32_t i = 0; i < nruns; pos += runs[i].len, i++) {
                 if (fetch)

@@ -268,7 +268,7 @@ static inline bool atomic_word(os_op_t op, os_basic_t basic, char *taddr, const 
  * there the general path's operation record, datatype walk and per-block
  * decisions cost as much as the memory access. Accumulates take exactly
  * the path the general code would choose (os_acc_mode, and the bulk
- * handshake from acc_bulk_min bytes), so the two stay atomic with each
+ * handshake from os_win_t.acc_bulk_bytes), so the two stay atomic with each
  * other. Returns false, having done nothing, for anything it does
  * not handle, every error included: the general path then decides and
  * reports. */
@@ -345,13 +345,15 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
     }
     if (rop == OS_OP_NO_OP)
         origin = NULL;
-    if (mode == OS_ACC_ATOMIC && kind != OS_RMA_CAS && w->cfg.acc_bulk_min > 0 &&
-        bytes >= (size_t)w->cfg.acc_bulk_min) {
+    if (mode == OS_ACC_ATOMIC && kind != OS_RMA_CAS && os_acc_bulk(w, bytes)) {
         /* Bulk: the handshake holds off CPU atomics, then plain reductions. */
+        os_reduce_fn loop = origin ? os_reduce_loop(rop, (os_basic_t)t->basic, e) : NULL;
         os_acc_bulk_enter(w, target);
         if (fetch)
             os_copy(result, taddr, bytes);
-        if (origin)
+        if (loop)
+            loop(taddr, origin, count);
+        else if (origin)
             os_reduce(rop, (os_basic_t)t->basic, e, taddr, origin, count);
         os_acc_bulk_exit(w, target);
         OS_STAT(w, ACC_BULK_ELEMS, count);

@@ -71,6 +71,14 @@ static inline bool os_op_valid(os_op_t op, os_class_t cls)
  * (os_dtype_t.basic_size); buffers need no alignment. */
 void os_reduce(os_op_t op, os_basic_t basic, size_t esize, void *target, const void *origin,
                size_t n);
+/* The plain loop os_reduce runs for contiguous elements of esize data
+ * bytes: target[i] = target[i] op origin[i], no alignment needed. NULL
+ * where os_reduce does more (pair types whose C struct is wider than
+ * their data) or nothing fits (REPLACE, NO_OP, an op the type does not
+ * take). Looked up once, it saves a small accumulate os_reduce's
+ * dispatch. */
+typedef void (*os_reduce_fn)(void *target, const void *origin, size_t n);
+os_reduce_fn os_reduce_loop(os_op_t op, os_basic_t basic, size_t esize);
 /* Can elements of this size at this address be updated with one CPU atomic? */
 static inline bool os_reduce_atomic_ok(size_t elem_size, const void *addr)
 {

@@ -329,6 +329,11 @@ typedef struct os_win {
     os_shell_t *shell;
     os_node_ctl_t *node;
     os_rank_ctl_t *ctl;     /* [nranks] */
+    int *node_ranks;        /* the ranks of this node, whose CPU-atomic counts a bulk
+                             * accumulate reads (os_acc_node_quiet) */
+    int nnode_ranks;
+    size_t acc_bulk_bytes;  /* accumulates from this many bytes on memory that takes CPU
+                             * atomics go bulk (os_acc_bulk); 0 = never */
     _Atomic uint64_t *post; /* [nranks][post_stride]: post[o][t] counts posts by t for o */
     size_t post_stride;
     os_region_t *regions;   /* [nranks][inline_regions]: copies of each rank's table */
@@ -359,7 +364,7 @@ typedef struct os_win {
     _Atomic int64_t *acks;   /* [nranks] accumulates sent and not yet acknowledged */
     _Atomic uint64_t served, served_thread, served_in_host, deferred; /* requests served as a target */
     int route;               /* os_route_t of its requests (net/forward.c) */
-    int served_bulk_min;     /* accumulate requests served here of at least this many bytes
+    size_t served_bulk_min;  /* accumulate requests served here of at least this many bytes
                               * may combine in bulk (os_acc_try_apply); 0 = never */
     bool amo_own_worker;     /* every network atomic on this process's memory is emulated
                               * by its own worker: the key is its own, and every endpoint
@@ -443,6 +448,9 @@ MPI_Comm os_node_comm(MPI_Comm comm, int virtual_size);
 os_status_t os_win_create(os_flavor_t flavor, void *base, MPI_Aint size, int disp_unit,
                           const os_config_t *cfg, bool noncontig, MPI_Info hints,
                           MPI_Comm comm, os_win_t **out);
+/* The bulk threshold in bytes (os_win_t.acc_bulk_bytes) that the setting
+ * onesided_acc_bulk_min gives on this window: -1 automatic, 0 never. */
+size_t os_acc_bulk_bytes(const os_win_t *w, int acc_bulk_min);
 /* OS_OK when no epoch is open, so that the collective free may begin. */
 os_status_t os_win_can_free(const os_win_t *w);
 os_status_t os_win_free(os_win_t *w);
@@ -594,10 +602,50 @@ static inline bool os_acc_atomic_try_enter(os_win_t *w, int target)
     return false;
 }
 
-/* Around a bulk accumulate on target (apply.c): its accumulate mutex taken
- * for bulk, then every CPU-atomic accumulate there waited out. */
-void os_acc_bulk_enter(os_win_t *w, int target);
-void os_acc_bulk_exit(os_win_t *w, int target);
+/* No CPU-atomic accumulate of rank r in flight (the bulk side's check). */
+static inline bool os_acc_atomic_quiet(const os_win_t *w, int r)
+{
+    return !atomic_load_explicit(&w->ctl[r].acc_active, memory_order_seq_cst) &&
+           !atomic_load_explicit(&w->ctl[r].acc_active_main, memory_order_seq_cst);
+}
+
+/* Every process of the node quiet (os_acc_atomic_quiet): only they map
+ * this node's memory, so only they can have CPU atomics in flight on it. */
+static inline bool os_acc_node_quiet(const os_win_t *w)
+{
+    for (int i = 0; i < w->nnode_ranks; i++)
+        if (!os_acc_atomic_quiet(w, w->node_ranks[i]))
+            return false;
+    return true;
+}
+
+/* Waits with back-off (apply.c). */
+void os_acc_node_quiet_wait(const os_win_t *w);
+
+/* Around a bulk accumulate on target: its accumulate mutex taken for bulk,
+ * then every CPU-atomic accumulate there waited out. Inline: from 32 bytes
+ * the handshake replaces one locked instruction per element, so its own
+ * cost (one locked instruction and a read of each node process's counts)
+ * must stay at a host MPI's lock. */
+static inline void os_acc_bulk_enter(os_win_t *w, int target)
+{
+    if (!os_acc_mutex_try(w, target, OS_ACC_HELD_BULK))
+        os_acc_mutex_acquire(w, target, OS_ACC_HELD_BULK);
+    if (!os_acc_node_quiet(w))
+        os_acc_node_quiet_wait(w);
+}
+
+static inline void os_acc_bulk_exit(os_win_t *w, int target)
+{
+    os_acc_mutex_release(w, target);
+}
+
+/* Whether an accumulate of `bytes` on memory whose elements take CPU
+ * atomics goes bulk (os_win_t.acc_bulk_bytes). */
+static inline bool os_acc_bulk(const os_win_t *w, size_t bytes)
+{
+    return w->acc_bulk_bytes && bytes >= w->acc_bulk_bytes;
+}
 
 /* Until no bulk accumulate runs on target, then entered (apply.c). */
 void os_acc_atomic_wait(os_win_t *w, int target);

@@ -32,7 +32,6 @@ typedef struct { long double v; int i; } p_ldouble_int;
 typedef struct { float v; float i; } p_2float;
 typedef struct { double v; double i; } p_2double;
 
-typedef void (*reduce_fn)(void *t, const void *o, size_t n);
 
 #define LOOP(NAME, UT, EXPR)                                                                  \
     static void NAME(void *tv, const void *ov, size_t n)                                      \
@@ -151,7 +150,7 @@ PAIR_OPS(dd, p_2double)
 #define COMPLEX_ROW(S) { [OS_OP_SUM] = sum_##S, [OS_OP_PROD] = prod_##S }
 #define PAIR_ROW(S) { [OS_OP_MAXLOC] = maxloc_##S, [OS_OP_MINLOC] = minloc_##S }
 
-static const reduce_fn table[OS_B_COUNT][OS_OP_COUNT] = {
+static const os_reduce_fn table[OS_B_COUNT][OS_OP_COUNT] = {
     [OS_B_INT8] = INT_ROW(i8),
     [OS_B_INT16] = INT_ROW(i16),
     [OS_B_INT32] = INT_ROW(i32),
@@ -225,6 +224,14 @@ const char *os_basic_name(os_basic_t b)
 
 os_op_host_t os_op_host;
 
+os_reduce_fn os_reduce_loop(os_op_t op, os_basic_t basic, size_t esize)
+{
+    if ((unsigned)op >= OS_OP_COUNT || (unsigned)basic >= OS_B_COUNT ||
+        esize != elem_stride(basic))
+        return NULL;
+    return table[basic][op];
+}
+
 void os_reduce(os_op_t op, os_basic_t basic, size_t esize, void *target, const void *origin,
                size_t n)
 {
@@ -234,7 +241,7 @@ void os_reduce(os_op_t op, os_basic_t basic, size_t esize, void *target, const v
         memmove(target, origin, n * esize);
         return;
     }
-    reduce_fn f = table[basic][op];
+    os_reduce_fn f = table[basic][op];
     if (esize == elem_stride(basic)) {
         f(target, origin, n);
         return;
@@ -292,7 +299,7 @@ void os_reduce(os_op_t op, os_basic_t basic, size_t esize, void *target, const v
         } else if (is_int && op == OS_OP_BXOR) {                                               \
             old = __atomic_fetch_xor(t, o, __ATOMIC_ACQ_REL);                                  \
         } else {                                                                               \
-            reduce_fn f = table[basic][op];                                                    \
+            os_reduce_fn f = table[basic][op];                                                 \
             old = __atomic_load_n(t, __ATOMIC_RELAXED);                                        \
             UT nv;                                                                             \
             do {                                                                               \

@@ -98,10 +98,11 @@ void os_log_set_rank(int rank);
     X(acc_coalesce_max, int, "ONESIDED_ACC_COALESCE_MAX", "onesided_acc_coalesce_max", "1024", \
       "Most accumulates coalesced for one target before they are applied (HPCC's look-ahead " \
       "is 1024).")                                                                             \
-    X(acc_bulk_min, int, "ONESIDED_ACC_BULK_MIN", "onesided_acc_bulk_min", "512",             \
+    X(acc_bulk_min, int, "ONESIDED_ACC_BULK_MIN", "onesided_acc_bulk_min", "-1",              \
       "Accumulates of at least this many bytes on memory that takes CPU atomics exclude the "  \
       "atomic ones for a moment and combine with plain vectorized loads and stores (ten "     \
-      "times the bandwidth of one atomic per element); 0 = always one atomic per element.")   \
+      "times the bandwidth of one atomic per element); -1 = automatic (16 bytes per process " \
+      "of the node, from 32 to 512), 0 = always one atomic per element.")                     \
     X(acc_direct, int, "ONESIDED_ACC_DIRECT", "onesided_acc_direct", "1",                    \
       "Direct accumulate (paper 001) for windows spanning nodes: one element of 4 or 8 bytes "  \
       "to another node's memory (Fetch_and_op, Compare_and_swap, Get_accumulate and "          \

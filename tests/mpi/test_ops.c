@@ -357,7 +357,8 @@ static void single_elements(int flavor)
 
 /* Vectors of one predefined type, the same count on both sides: the fast
  * path moves them whole (a halo row, a block of doubles), accumulates below
- * ONESIDED_ACC_BULK_MIN by CPU atomics and from it in bulk. Odd ranks name
+ * the bulk threshold by CPU atomics and from it in bulk (automatic: 64-byte
+ * vectors go bulk up to 4 processes, by CPU atomics at 8). Odd ranks name
  * the origin as one contiguous type instead: the general path on the same
  * words, which must stay exact with the fast one. Every rank puts its row
  * and reads it back, accumulates a short and a long vector and fetches one,
@@ -476,6 +477,56 @@ static void vectors(int flavor)
     t_win_free(&t);
 }
 
+/* The automatic bulk threshold: 16 bytes per process of the node, at least
+ * 32. On a window of one process, 3 elements of 8 bytes take one CPU atomic
+ * each and 4 go bulk; onesided_acc_bulk_min set on the window moves the
+ * threshold, and 0 turns bulk off. Skipped where accumulates are queued
+ * (onesided_acc_coalesce=1), which apply them later by another path. */
+static void bulk_threshold(void)
+{
+    int64_t *base, ones[8] = { 1, 1, 1, 1, 1, 1, 1, 1 };
+    MPI_Win win;
+    MPI_Win_allocate(64, 8, MPI_INFO_NULL, MPI_COMM_SELF, &base, &win);
+    MPI_Info used, set;
+    char value[MPI_MAX_INFO_VAL + 1] = "";
+    int flag = 0;
+    MPI_Win_get_info(win, &used);
+    MPI_Info_get(used, "onesided_acc_coalesce", MPI_MAX_INFO_VAL, value, &flag);
+    MPI_Info_free(&used);
+    if (flag && !strcmp(value, "1")) {
+        MPI_Win_free(&win);
+        return;
+    }
+    /* {count, bulk threshold set (-2: none), elements expected in bulk} */
+    static const int cases[][3] = { { 3, -2, 0 }, { 4, -2, 4 }, { 8, 128, 0 },
+                                    { 8, 64, 8 }, { 8, 0, 0 }, { 4, -1, 4 } };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (cases[c][1] != -2) {
+            snprintf(value, sizeof value, "%d", cases[c][1]);
+            MPI_Info_create(&set);
+            MPI_Info_set(set, "onesided_acc_bulk_min", value);
+            MPI_Win_set_info(win, set);
+            MPI_Info_free(&set);
+        }
+        onesided_win_stats_t before, after;
+        onesided_win_get_stats(win, &before);
+        MPI_Win_lock_all(0, win);
+        MPI_Accumulate(ones, cases[c][0], MPI_INT64_T, 0, 0, cases[c][0], MPI_INT64_T, MPI_SUM,
+                       win);
+        MPI_Win_unlock_all(win);
+        onesided_win_get_stats(win, &after);
+        const uint64_t bulk = after.counter[ONESIDED_STAT_ACC_BULK_ELEMS] -
+                              before.counter[ONESIDED_STAT_ACC_BULK_ELEMS],
+                       atomic = after.counter[ONESIDED_STAT_ACC_ATOMIC_ELEMS] -
+                                before.counter[ONESIDED_STAT_ACC_ATOMIC_ELEMS];
+        CHECK(bulk == (uint64_t)cases[c][2] && bulk + atomic == (uint64_t)cases[c][0],
+              "%d elements, threshold %d: %llu in bulk and %llu by atomics, want %d in bulk",
+              cases[c][0], cases[c][1], (unsigned long long)bulk, (unsigned long long)atomic,
+              cases[c][2]);
+    }
+    MPI_Win_free(&win);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -486,6 +537,7 @@ int main(int argc, char **argv)
         large(f);
     }
     proc_null();
+    bulk_threshold();
     T_FOR_EACH_FLAVOR(f) {
         single_elements(f);
         vectors(f);
