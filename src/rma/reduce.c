@@ -33,8 +33,21 @@ typedef struct { float v; float i; } p_2float;
 typedef struct { double v; double i; } p_2double;
 
 
+/* The loops also in AVX2, picked at load time where the CPU has it (as
+ * Open MPI 5's op/avx component does): twice SSE2's width, for the plain
+ * reductions of bulk accumulates, where a 4 KB sum of longs took 10% more
+ * than Open MPI's. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define LOOP_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef LOOP_CLONES
+#define LOOP_CLONES
+#endif
+
 #define LOOP(NAME, UT, EXPR)                                                                  \
-    static void NAME(void *tv, const void *ov, size_t n)                                      \
+    LOOP_CLONES static void NAME(void *tv, const void *ov, size_t n)                          \
     {                                                                                          \
         UT *t = tv;                                                                            \
         const UT *o = ov;                                                                      \
