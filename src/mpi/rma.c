@@ -117,8 +117,9 @@ static bool cas_comparable(const os_dtype_t *t)
 }
 
 /* The fast lane of the calls that move elements of one predefined type,
- * the same type and count on both sides (counters, RandomAccess updates,
- * queues built on fetch_and_op, vectors of doubles): straight from the
+ * or of a derived type that is one contiguous run of them, the same type
+ * and count on both sides (counters, RandomAccess updates, queues built on
+ * fetch_and_op, vectors of doubles, ghost cells): straight from the
  * arguments to the engine's fast path, without an operation record or the
  * general checks. Whatever it does not take, every error
  * included, goes the general way (issue), which checks and reports. Not

@@ -260,9 +260,10 @@ static inline bool atomic_word(os_op_t op, os_basic_t basic, char *taddr, const 
     return true;
 }
 
-/* Fast path: count elements of one predefined type, contiguous at the
- * origin, the target and (fetching kinds) the result, to memory this
- * process maps, in an epoch that already grants access to the target. It
+/* Fast path: count elements of one predefined type (or of a derived type
+ * that is one contiguous run of them), contiguous at the origin, the target
+ * and (fetching kinds) the result, to memory this process maps, in an
+ * epoch that already grants access to the target. It
  * is the common case of fine-grained RMA (RandomAccess updates, counters,
  * queues built on fetch_and_op, halo rows and vectors of doubles), and
  * there the general path's operation record, datatype walk and per-block
@@ -277,12 +278,30 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
                  const void *compare, void *result, bool request)
 {
     const bool fetch = kind >= OS_RMA_GET_ACC, acc = kind >= OS_RMA_ACC;
-    const size_t e = t->size;
-    size_t bytes;
+    size_t e = t->size, bytes;
     long long off;
 
-    if (target < 0 || target >= w->nranks || !t->predefined || !e || t->basic_size != e ||
-        !count || __builtin_mul_overflow(count, e, &bytes) || bytes > (size_t)LLONG_MAX)
+    if (!t->predefined) {
+        /* A derived type whose copies form one run from the buffer address
+         * (MPI_Type_contiguous of a predefined type, a halo's ghost cell)
+         * is that run: a put or get copies it, an accumulate treats it as
+         * its basic elements, the choice the general path makes for them
+         * (os_acc_mode: aligned for the first, aligned for all). Fetch_and_op
+         * and compare_and_swap take predefined types only; the general path
+         * reports it. */
+        if (!t->contig || t->true_lb != 0 || kind == OS_RMA_FOP || kind == OS_RMA_CAS)
+            return false;
+        if (acc) {
+            e = t->basic_size;
+            if (t->basic == OS_B_MIXED || !e || t->size % e ||
+                __builtin_mul_overflow(count, t->size / e, &count))
+                return false;
+        }
+    } else if (t->basic_size != e) {
+        return false;
+    }
+    if (target < 0 || target >= w->nranks || !e || !count ||
+        __builtin_mul_overflow(count, e, &bytes) || bytes > (size_t)LLONG_MAX)
         return false;
     const os_peer_t *p = &w->peers[target];
     if (p->access != OS_PEER_DIRECT || w->flavor == OS_FLAVOR_DYNAMIC)

@@ -480,11 +480,12 @@ int os_win_describe(const os_win_t *w, char *buf, size_t len);
 
 /* Check an operation and do it, or queue it to the closing fence. */
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op);
-/* The fast path (ops.c): count contiguous elements of predefined type t at
- * the origin, the target and (fetching kinds) the result, to memory this
- * process maps, in an epoch that already grants access to the target. True
- * when done; false, having done nothing, for anything else, errors
- * included, which os_rma_issue then decides and reports. */
+/* The fast path (ops.c): count contiguous elements of predefined type t (or
+ * of a derived t that is one contiguous run of them) at the origin, the
+ * target and (fetching kinds) the result, to memory this process maps, in
+ * an epoch that already grants access to the target. True when done; false,
+ * having done nothing, for anything else, errors included, which
+ * os_rma_issue then decides and reports. */
 bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
                  size_t count, int target, MPI_Aint tdisp, const void *origin,
                  const void *compare, void *result, bool request);
