@@ -159,6 +159,34 @@ void os_pscw_await_post(os_win_t *w, int target)
     }
 }
 
+static void describe_fence_entry(const os_wait_site_t *s, char *buf, size_t len)
+{
+    const os_win_t *w = s->obj;
+    int n = os_win_describe(w, buf, len);
+    snprintf(buf + n, len - (size_t)n, ", waiting for rank %d to enter MPI_Win_fence number "
+             "%llu (it entered number %llu last)", s->target, (unsigned long long)w->fences,
+             (unsigned long long)atomic_load(&w->ctl[s->target].fence_entered));
+}
+
+/* After MPI_MODE_NOPRECEDE the fence does not synchronize (paper 003): the
+ * first access to each target waits here, as an access after a lazy
+ * MPI_Win_start waits for the post, instead of queueing the epoch's
+ * operations to the closing fence. Fences are collective, so the target's
+ * count of them equals this process's when it enters the same one. */
+void os_fence_await_entry_slow(os_win_t *w, int target)
+{
+    _Atomic uint64_t *entered = &w->ctl[target].fence_entered;
+    if (atomic_load_explicit(entered, memory_order_acquire) < w->fences) {
+        WAIT_SITE(site, "a MPI_Win_fence(MPI_MODE_NOPRECEDE) epoch", target,
+                  describe_fence_entry, NULL);
+        pthread_mutex_t *held = os_wait_release_begin();
+        os_wait_until_geq(entered, w->fences);
+        os_wait_release_end(held);
+        os_wait_pop(&site);
+    }
+    w->fence_seen[target] = w->fences;
+}
+
 /* ------------------------------------------------------------------ issue */
 
 static os_status_t enqueue(os_win_t *w, const os_rma_op_t *op)
@@ -314,8 +342,10 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
             return false;
         break;
     case OS_ACCESS_FENCE:
-        if (!w->fence_immediate || request)
+        if (request || (!w->fence_immediate && !w->fence_lazy))
             return false;
+        if (!w->fence_immediate)
+            os_fence_await_entry(w, target);
         break;
     case OS_ACCESS_PSCW:
         if (w->tstate[target] != OS_T_PSCW_READY || request)
@@ -445,7 +475,9 @@ os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
     case OS_ACCESS_NONE:
         return OS_ERR(OS_ERR_SYNC, "%s to rank %d outside an access epoch", name, op->target);
     case OS_ACCESS_FENCE:
-        defer = !w->fence_immediate;
+        defer = !w->fence_immediate && !w->fence_lazy;
+        if (w->fence_lazy && !empty)
+            os_fence_await_entry(w, op->target);
         break;
     case OS_ACCESS_PSCW:
         if (w->tstate[op->target] == OS_T_NONE)

@@ -133,6 +133,10 @@ typedef struct {
      * while a slow one still drains this one. */
     _Alignas(OS_CACHELINE) _Atomic uint64_t fence_expect[2];
     _Atomic uint64_t fence_done[2];
+    /* How many fences this rank had entered at its last MPI_MODE_NOPRECEDE
+     * fence (os_win_t.fences), stored with release: after that fence an
+     * origin accesses this rank's memory once it reads its own count here. */
+    _Atomic uint64_t fence_entered;
     /* Bulk accumulates (os_acc_bulk_enter): acc_active and acc_active_main
      * count this rank's CPU-atomic accumulates in flight (as an origin; the
      * second its main thread's alone, apply.c). Separate lines: each is
@@ -344,6 +348,10 @@ typedef struct os_win {
     os_access_t access;
     os_exposure_t exposure;
     bool fence_immediate;    /* operations of this fence epoch run at once (else queued) */
+    bool fence_lazy;         /* ... or once their target has entered the fence that opened
+                              * it (after MPI_MODE_NOPRECEDE, os_fence_await_entry) */
+    uint64_t fences;         /* fences so far, the same count in every process */
+    uint64_t *fence_seen;    /* [nranks] fences[target] when target was last seen entered */
     uint64_t fence_epoch_ops; /* operations issued since the last fence */
     uint64_t fence_syncs;    /* synchronizing fences so far */
     uint8_t *tstate;         /* [nranks] per-target epoch state */
@@ -477,6 +485,16 @@ int os_win_describe(const os_win_t *w, char *buf, size_t len);
     os_wait_site_t name = { .call = (call_), .target = (target_), .obj = w,                   \
                             .describe = (fn), .arg = (arg_) };                                 \
     os_wait_push(&name)
+
+/* In an epoch opened by a MPI_MODE_NOPRECEDE fence (os_win_t.fence_lazy):
+ * waits until target has entered that fence, so that its loads and stores
+ * of the epoch before happen before this process's access (ops.c). */
+void os_fence_await_entry_slow(os_win_t *w, int target);
+static inline void os_fence_await_entry(os_win_t *w, int target)
+{
+    if (w->fence_seen[target] != w->fences)
+        os_fence_await_entry_slow(w, target);
+}
 
 /* Check an operation and do it, or queue it to the closing fence. */
 os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op);

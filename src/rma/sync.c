@@ -135,6 +135,7 @@ os_status_t os_win_fence(os_win_t *w, int assert)
                       "were issued in the epoch it closes",
                       (unsigned long long)w->fence_epoch_ops);
     OS_STAT(w, FENCES, 1);
+    w->fences++;
     WAIT_SITE(site, "MPI_Win_fence", -1, w->multinode ? describe_remote : describe_fence, NULL);
 
     bool sync = !(assert & MPI_MODE_NOPRECEDE);
@@ -145,7 +146,13 @@ os_status_t os_win_fence(os_win_t *w, int assert)
      * by a late one from the epoch before. Every input here is the same in
      * every process (asserts are collective, fence_defer is agreed at
      * creation), so all processes make the same choice. */
-    bool closes_queued_epoch = w->access == OS_ACCESS_FENCE && !w->fence_immediate;
+    bool closes_queued_epoch =
+        w->access == OS_ACCESS_FENCE && !w->fence_immediate && !w->fence_lazy;
+    /* After MPI_MODE_NOPRECEDE, operations inside a node wait for their
+     * target's entry into this fence (os_fence_await_entry) rather than
+     * being queued, unless the paper's queued design is asked for. Between
+     * nodes they are queued: the fence's allreduce orders them. */
+    const bool lazy = !sync && !w->multinode && !w->cfg.fence_defer;
     if (sync && w->multinode) {
         /* Between nodes: complete the operations done at once, then one
          * allreduce tells every process that all of them are done and
@@ -204,6 +211,11 @@ os_status_t os_win_fence(os_win_t *w, int assert)
         OS_STAT(w, FENCE_SYNCS, 1);
     } else {
         atomic_thread_fence(memory_order_seq_cst);
+        /* Release: this process's loads and stores of its window before
+         * the fence happen before any origin that reads this accesses it. */
+        if (lazy)
+            atomic_store_explicit(&w->ctl[w->rank].fence_entered, w->fences,
+                                  memory_order_release);
     }
     for (size_t i = 0; i < w->nqueue; i++) {
         os_dtype_release(w->queue[i].otype);
@@ -220,8 +232,10 @@ os_status_t os_win_fence(os_win_t *w, int assert)
         w->access = OS_ACCESS_FENCE;
         w->exposure = OS_EXPOSE_FENCE;
         /* Only a fence that synchronized guarantees that every target has
-         * entered this epoch; after NOPRECEDE operations wait for the next. */
+         * entered this epoch; after NOPRECEDE operations wait for their
+         * target's entry (lazy) or are queued to the next fence. */
         w->fence_immediate = sync && !closes_queued_epoch && !w->cfg.fence_defer;
+        w->fence_lazy = lazy;
     }
     os_wait_pop(&site);
     return st;

@@ -192,6 +192,7 @@ static void free_parts(os_win_t *w)
     free(w->peers);
     free(w->node_ranks);
     free(w->tstate);
+    free(w->fence_seen);
     free(w->post_seen);
     free(w->start_ranks);
     free(w->queue);
@@ -306,9 +307,11 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     data_off = calloc((size_t)w->nranks, sizeof *data_off);
     w->peers = calloc((size_t)w->nranks, sizeof *w->peers);
     w->tstate = calloc((size_t)w->nranks, 1);
+    w->fence_seen = calloc((size_t)w->nranks, sizeof *w->fence_seen);
     w->post_seen = calloc((size_t)w->nranks, sizeof *w->post_seen);
     w->start_ranks = malloc((size_t)w->nranks * sizeof *w->start_ranks);
-    if (!all || !data_off || !w->peers || !w->tstate || !w->post_seen || !w->start_ranks) {
+    if (!all || !data_off || !w->peers || !w->tstate || !w->fence_seen || !w->post_seen ||
+        !w->start_ranks) {
         st = OS_ERR(OS_ERR_NOMEM, "window of %d processes", w->nranks);
         goto fail;
     }

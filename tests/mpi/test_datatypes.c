@@ -134,7 +134,12 @@ static void run(int flavor)
 /* A datatype freed right after a fence-epoch operation stays valid until the fence. */
 static void freed_before_fence(void)
 {
-    t_win_t t = t_win_make(F_ALLOCATE, 256, MPI_INFO_NULL);
+    /* Queued: inside a node only the paper's queued fence design defers them. */
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "onesided_fence_defer", "1");
+    t_win_t t = t_win_make(F_ALLOCATE, 256, info);
+    MPI_Info_free(&info);
     const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
     MPI_Datatype v;
     int src[8];

@@ -2,6 +2,9 @@
  * counter parity reuse), PSCW patterns with test and NOCHECK, locks with
  * self-targets and notification through MPI_Win_sync. */
 #include "common.h"
+#include "onesided.h"
+
+#include <unistd.h>
 
 static void fence_sequences(int defer)
 {
@@ -92,6 +95,57 @@ static void fence_queued_then_immediate(void)
     }
     CHECK(ok, "epoch order across a fence that ran queued operations");
     t_win_free(&t);
+}
+
+/* After MPI_MODE_NOPRECEDE an origin may touch a target's memory only once
+ * the target has entered that fence: the target's own loads and stores
+ * before it come first. Each process in turn is late: it stores to its
+ * window, sleeps, checks that nothing landed, stores again, and only then
+ * enters the fence, while every other process puts into it at once. Inside
+ * a node nothing is queued for this (each first access waits for its
+ * target's entry instead): fallback_fence_deferred stays 0, unless
+ * ONESIDED_FENCE_DEFER asks for the queued design. */
+static void fence_noprecede_entry(void)
+{
+    const char *d = getenv("ONESIDED_FENCE_DEFER");
+    const bool defer = d && atoi(d) != 0;
+    T_FOR_EACH_FLAVOR(f) {
+        t_win_t t = t_win_make(f, 8 * t_size, MPI_INFO_NULL);
+        long *w = (long *)t.base, mine;
+        int early = 0, lost = 0;
+        onesided_win_stats_t before, after;
+        onesided_win_get_stats(t.win, &before);
+        for (int round = 0; round < 2 * t_size; round++) {
+            const int late = round % t_size;
+            if (t_rank == late) {
+                for (int r = 0; r < t_size; r++)
+                    w[r] = -1;
+                usleep(3000);
+                for (int r = 0; r < t_size; r++) {
+                    early += w[r] != -1;
+                    w[r] = -1;
+                }
+            }
+            MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win);
+            mine = 1000L * round + t_rank;
+            if (t_rank != late)
+                MPI_Put(&mine, 1, MPI_LONG, late, t_disp(&t, late, 8 * t_rank), 1, MPI_LONG,
+                        t.win);
+            MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+            if (t_rank == late)
+                for (int r = 0; r < t_size; r++)
+                    lost += w[r] != (r == late ? -1 : 1000L * round + r);
+        }
+        onesided_win_get_stats(t.win, &after);
+        CHECK(!early && !lost, "%s: NOPRECEDE epochs: %d puts landed before their target "
+              "entered the fence, %d slots wrong after it", flavor_name[f], early, lost);
+        const uint64_t deferred = after.counter[ONESIDED_STAT_FALLBACK_FENCE_DEFERRED] -
+                                  before.counter[ONESIDED_STAT_FALLBACK_FENCE_DEFERRED];
+        if (!defer && t_node_size_of(f) == 0)
+            CHECK(deferred == 0, "%s: %llu operations of NOPRECEDE epochs inside a node were "
+                  "queued to the closing fence", flavor_name[f], (unsigned long long)deferred);
+        t_win_free(&t);
+    }
 }
 
 static void fence_with_load_store(void)
@@ -265,6 +319,7 @@ int main(int argc, char **argv)
     fence_sequences(0);
     fence_sequences(1);
     fence_queued_then_immediate();
+    fence_noprecede_entry();
     fence_with_load_store();
     pscw_patterns();
     locks();
