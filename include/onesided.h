@@ -34,7 +34,8 @@ extern "C" {
 
 /* "1": queue every operation of a fence epoch to the closing fence, as in the
  * MPICH-2 design (paper 003). Default "0": operations run at once when the
- * opening fence synchronized, and are queued only after MPI_MODE_NOPRECEDE. */
+ * opening fence synchronized; after MPI_MODE_NOPRECEDE, inside a node, once
+ * their target has entered that fence, and between nodes they are queued. */
 #define ONESIDED_INFO_FENCE_DEFER "onesided_fence_defer"
 /* Coalescing of small accumulates (at most 64 bytes) to one target inside a
  * passive epoch: they are copied, queued in issue order and applied together

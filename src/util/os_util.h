@@ -89,7 +89,8 @@ void os_log_set_rank(int rank);
     X(fence_defer, int, "ONESIDED_FENCE_DEFER", "onesided_fence_defer", "0",                  \
       "1 = queue every operation of a fence epoch to the closing fence (paper 003); "        \
       "0 = do operations at once when the opening fence synchronized and closed an epoch "   \
-      "with nothing queued. Fixed at window creation (any process asking for 1 wins).")      \
+      "with nothing queued, and after MPI_MODE_NOPRECEDE inside a node once their target "  \
+      "has entered that fence. Fixed at window creation (any process asking for 1 wins).")  \
     X(acc_coalesce, int, "ONESIDED_ACC_COALESCE", "onesided_acc_coalesce", "-1",             \
       "Coalesce small MPI_Accumulate calls (up to 64 bytes) to one target inside a passive "   \
       "epoch and apply them together at the next flush or unlock: -1 = automatic (where "      \
