@@ -122,6 +122,22 @@ static void node_barrier(os_win_t *w)
 
 os_status_t os_win_fence(os_win_t *w, int assert)
 {
+    /* Every call counts, even one that fails its checks below: the other
+     * processes made the same collective call, and the first access of a
+     * NOPRECEDE epoch compares their count with its target's. A target
+     * that did not count it, or did not record its entry, would hold its
+     * origins in that access while it waits for them in the next fence. */
+    w->fences++;
+    const bool sync = !(assert & MPI_MODE_NOPRECEDE);
+    /* After MPI_MODE_NOPRECEDE, operations inside a node wait for their
+     * target's entry into this fence (os_fence_await_entry) rather than
+     * being queued, unless the paper's queued design is asked for. Between
+     * nodes they are queued: the fence's allreduce orders them. Release:
+     * this process's loads and stores of its window before the fence happen
+     * before any access of an origin that reads this entry. */
+    const bool lazy = !sync && !w->multinode && !w->cfg.fence_defer;
+    if (lazy)
+        atomic_store_explicit(&w->ctl[w->rank].fence_entered, w->fences, memory_order_release);
     os_status_t st = check_assert(assert, ALL_ASSERTS & ~MPI_MODE_NOCHECK, "MPI_Win_fence");
     if (st)
         return st;
@@ -135,10 +151,8 @@ os_status_t os_win_fence(os_win_t *w, int assert)
                       "were issued in the epoch it closes",
                       (unsigned long long)w->fence_epoch_ops);
     OS_STAT(w, FENCES, 1);
-    w->fences++;
     WAIT_SITE(site, "MPI_Win_fence", -1, w->multinode ? describe_remote : describe_fence, NULL);
 
-    bool sync = !(assert & MPI_MODE_NOPRECEDE);
     /* Queued operations of the epoch this fence closes run after the arrival
      * count, while processes with nothing incoming may already have left
      * this fence. So the next epoch may run operations at once only if this
@@ -148,11 +162,6 @@ os_status_t os_win_fence(os_win_t *w, int assert)
      * creation), so all processes make the same choice. */
     bool closes_queued_epoch =
         w->access == OS_ACCESS_FENCE && !w->fence_immediate && !w->fence_lazy;
-    /* After MPI_MODE_NOPRECEDE, operations inside a node wait for their
-     * target's entry into this fence (os_fence_await_entry) rather than
-     * being queued, unless the paper's queued design is asked for. Between
-     * nodes they are queued: the fence's allreduce orders them. */
-    const bool lazy = !sync && !w->multinode && !w->cfg.fence_defer;
     if (sync && w->multinode) {
         /* Between nodes: complete the operations done at once, then one
          * allreduce tells every process that all of them are done and
@@ -211,11 +220,6 @@ os_status_t os_win_fence(os_win_t *w, int assert)
         OS_STAT(w, FENCE_SYNCS, 1);
     } else {
         atomic_thread_fence(memory_order_seq_cst);
-        /* Release: this process's loads and stores of its window before
-         * the fence happen before any origin that reads this accesses it. */
-        if (lazy)
-            atomic_store_explicit(&w->ctl[w->rank].fence_entered, w->fences,
-                                  memory_order_release);
     }
     for (size_t i = 0; i < w->nqueue; i++) {
         os_dtype_release(w->queue[i].otype);

@@ -165,6 +165,22 @@ static void run(int flavor)
     MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win);
     EXPECT(MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win), MPI_ERR_RMA_SYNC);
     MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+    /* The same error on rank 0 alone: the others' NOPRECEDE fence succeeds.
+     * A NOPRECEDE epoch after it must neither hang (an origin waiting at its
+     * put for rank 0's entry into the fence, while rank 0 waits for it in
+     * the closing one) nor lose the puts. */
+    MPI_Win_fence(0, t.win);
+    if (t_rank == 0)
+        MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win);
+    EXPECT(MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win), t_rank == 0 ? MPI_ERR_RMA_SYNC : MPI_SUCCESS);
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+    int mark = 4242 + t_rank, *own = (int *)(t.base + 4);
+    MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win);
+    MPI_Put(&mark, 1, MPI_INT, right, t_disp(&t, right, 4), 1, MPI_INT, t.win);
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+    const int left = (t_rank + t_size - 1) % t_size;
+    CHECK(*own == 4242 + left, "%s: after one process's failed NOPRECEDE fence, a NOPRECEDE "
+          "epoch's put from rank %d holds %d", flavor_name[flavor], left, *own);
 
     /* Flavor-specific calls. */
     MPI_Aint sz;
