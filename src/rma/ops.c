@@ -378,13 +378,13 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
         w->fence_epoch_ops++;
     switch (kind) {
     case OS_RMA_PUT:
-        if (count == 1)
+        if (count == 1 && t->predefined)
             copy_element(taddr, origin, e);
         else
             os_copy(taddr, origin, bytes);
         return true;
     case OS_RMA_GET:
-        if (count == 1)
+        if (count == 1 && t->predefined)
             copy_element((void *)origin, taddr, e);
         else
             os_copy((void *)origin, taddr, bytes);
