@@ -192,6 +192,28 @@ typedef struct {
     void *own;        /* memory we allocated for create/dynamic */
 } t_win_t;
 
+/* The create_big flavor's memory: a zeroed block glibc serves from an mmap
+ * of its own. The fixed threshold (t_init) is not enough alone: a free
+ * chunk of the heap that large (the host MPI's allocations, freed and
+ * merged) is reused before glibc considers mmap, and its memory then
+ * shares its edge pages, so it is not made shareable. Such blocks are set
+ * aside (glibc's chunk header says which is which: IS_MMAPPED, 0x2 in the
+ * size word before the memory) until an mmapped one comes. */
+static inline void *t_big_calloc(size_t bytes)
+{
+    void *p = calloc(1, bytes), *aside[8];
+    int n = 0;
+#if T_GLIBC_MALLOC
+    while (p && !(((const size_t *)p)[-1] & 2) && n < 8) {
+        aside[n++] = p;
+        p = calloc(1, bytes);
+    }
+#endif
+    while (n > 0)
+        free(aside[--n]);
+    return p;
+}
+
 /* A window of `bytes` bytes per process, displacement unit 1, zero-filled. */
 static inline t_win_t t_win_make(int flavor, MPI_Aint bytes, MPI_Info info)
 {
@@ -213,7 +235,7 @@ static inline t_win_t t_win_make(int flavor, MPI_Aint bytes, MPI_Info info)
         MPI_Win_create(t.base, bytes, 1, info, MPI_COMM_WORLD, &t.win);
         break;
     case F_CREATE_BIG:
-        t.own = t.base = calloc(1, (size_t)bytes + T_BIG_EXTRA);
+        t.own = t.base = t_big_calloc((size_t)bytes + T_BIG_EXTRA);
         MPI_Win_create(t.base, bytes, 1, info, MPI_COMM_WORLD, &t.win);
         break;
     case F_DYNAMIC: {

@@ -665,7 +665,7 @@ static void access_paths(void)
 static void own_memory(void)
 {
     enum { N = 1 << 17 }; /* 1 MB of int64: glibc's own mmap */
-    int64_t *mem = malloc(sizeof *mem * N);
+    int64_t *mem = t_big_calloc(sizeof *mem * N);
     for (int i = 0; i < N; i++)
         mem[i] = (int64_t)t_rank << 32 | i;
     const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
@@ -718,7 +718,7 @@ static void own_memory(void)
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "onesided_create_share", "0");
-    mem = malloc(sizeof *mem * N);
+    mem = t_big_calloc(sizeof *mem * N);
     MPI_Win_create(mem, sizeof *mem * N, sizeof *mem, info, MPI_COMM_WORLD, &w1);
     onesided_win_get_stats(w1, &s);
     CHECK(s.counter[ONESIDED_STAT_CREATE_SHARED_BYTES] == 0 && t_mapping_of(mem) == 'p',
