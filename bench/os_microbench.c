@@ -6,6 +6,7 @@
  *   mpiexec -n 2 os_microbench [--iters N] [--reps R] [--csv FILE]
  *                              [--flavor allocate|create|create_allocmem]
  *                              [--busy-target USEC] [--only ROWS] [--windows N]
+ *                              [--roundtrip]
  *
  * --flavor picks how both implementations get their window: MPI_Win_allocate
  * (default), MPI_Win_create over malloc'd memory, or MPI_Win_create over
@@ -29,6 +30,12 @@
  * rows named in a comma list ("put+flush,window create"), the others are
  * NaN; with BENCH_IMPLS (bench_impl.h) the main job runs a host's own RMA
  * one row per job where it crashes.
+ * --roundtrip adds the machine's own reference, row "cache-line round
+ * trip": one cache line passed back and forth between the two processes
+ * with plain loads and stores (the host MPI's shared memory, no MPI call in
+ * the loop), in both columns. On a VM it tells a job whose two processes
+ * landed far apart (on this 2-core KVM guest 60-200 ns in some jobs and
+ * 600-700 in others) from a slow library.
  */
 #include "bench_impl.h"
 
@@ -39,6 +46,7 @@ static const char *const bench_name[NBENCH] = {
     "lock-put-unlock", "fence epoch", "pscw epoch", "window create", "window free",
 };
 static int nwins = 100; /* --windows */
+static bool roundtrip;  /* --roundtrip */
 
 static int rank, size, busy_us;
 static const char *only; /* --only: a comma list of row names, or NULL for all */
@@ -209,6 +217,50 @@ static void verify(int bench, long *base, long iters_total)
     }
 }
 
+/* Microseconds per round trip of one cache line between the two processes
+ * (--roundtrip): rank 0 stores i, rank 1 answers i; the median of `reps`
+ * runs of `iters` round trips. The host MPI's shared window, with nothing
+ * of either implementation inside the loop. */
+static double line_round_trip(int iters, int reps)
+{
+    MPI_Comm node;
+    MPI_Win win;
+    long *mine, *line;
+    MPI_Aint sz;
+    int du;
+    double *t = malloc(sizeof(double) * (size_t)reps), med;
+    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    PMPI_Win_allocate_shared(rank == 0 ? 128 : 0, 1, MPI_INFO_NULL, node, &mine, &win);
+    PMPI_Win_shared_query(win, 0, &sz, &du, &line);
+    long *ping = line, *pong = line + 8; /* a cache line apart */
+    *ping = *pong = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    long n = 0;
+    for (int r = 0; r < reps; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < iters; i++) {
+            n++;
+            if (rank == 0) {
+                __atomic_store_n(ping, n, __ATOMIC_RELEASE);
+                while (__atomic_load_n(pong, __ATOMIC_ACQUIRE) != n)
+                    ;
+            } else {
+                while (__atomic_load_n(ping, __ATOMIC_ACQUIRE) != n)
+                    ;
+                __atomic_store_n(pong, n, __ATOMIC_RELEASE);
+            }
+        }
+        t[r] = (MPI_Wtime() - t0) * 1e6 / iters;
+    }
+    PMPI_Bcast(t, reps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    med = bench_median(t, reps);
+    free(t);
+    PMPI_Win_free(&win);
+    PMPI_Comm_free(&node);
+    return med;
+}
+
 int main(int argc, char **argv)
 {
     int iters = 2000, reps = 7;
@@ -224,6 +276,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--busy-target") && i + 1 < argc) busy_us = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--windows") && i + 1 < argc) nwins = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--roundtrip")) roundtrip = true;
     }
     if (nwins < 1)
         nwins = 1;
@@ -236,6 +289,7 @@ int main(int argc, char **argv)
     int other = 1 - rank;
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     MPI_Group_incl(world, 1, &other, &peer);
+    const double line_us = roundtrip ? line_round_trip(20000, reps) : NAN;
 
     /* Both implementations' windows side by side, their repetitions taken in
      * turn, so that both see the same machine. Measured one after the other
@@ -346,6 +400,12 @@ int main(int argc, char **argv)
             printf("%-20s %12.3f %12.3f %8.4f\n", bench_name[b], med[0][b], med[1][b], ratio);
             if (out)
                 fprintf(out, "%s,%.4f,%.4f,%.4f\n", bench_name[b], med[0][b], med[1][b], ratio);
+        }
+        if (roundtrip) {
+            printf("%-20s %12.3f %12s (the machine: one cache line, no MPI)\n",
+                   "cache-line round trip", line_us, "");
+            if (out)
+                fprintf(out, "cache-line round trip,%.4f,%.4f,1.0000\n", line_us, line_us);
         }
         printf("(median of %d repetitions x %d iterations; ratio = onesided / native)\n", reps, iters);
         if (out)

@@ -264,6 +264,8 @@ def merge_native(into, native_rows):
         one = next(c for c in row if c.startswith("onesided"))
         return nat, one, [c for c in row if c not in (nat, one, "ratio")]
     for n in native_rows:
+        if n.get("benchmark") == "cache-line round trip":
+            continue  # the machine as the onesided job saw it, not another job's
         nat, one, key = cols(n)
         if math.isnan(float(n[nat])):
             continue
@@ -659,8 +661,24 @@ def job_spread(data):
     return out
 
 
-def jobs_lines(spread):
-    """The spread across fresh jobs, and the summary rows it adds (medians of the jobs)."""
+def job_round_trips(data):
+    """Per job, the machine's cache-line round trip between the two processes
+    (os_microbench --roundtrip, µs) and onesided's figure of each 8-byte row."""
+    jobs = {}
+    for x in data.get("microbench_jobs", []):
+        jobs.setdefault(x["job"], {})[x["benchmark"]] = x
+    out = []
+    for job, rows in sorted(jobs.items()):
+        rt = rows.get("cache-line round trip")
+        if rt:
+            out.append((float(rt["native_us"]), job,
+                        [float(rows[b]["onesided_us"]) if b in rows else float("nan") for b in JOB_ROWS]))
+    return sorted(out)
+
+
+def jobs_lines(spread, round_trips=()):
+    """The spread across fresh jobs, and the summary rows it adds (medians of
+    the jobs); then each job by its machine round trip, fastest first."""
     if not spread:
         return
     log(f"\n== 8-byte operations in {spread[0]['jobs']} fresh jobs each (MPI_Win_allocate, 2 processes, "
@@ -671,6 +689,12 @@ def jobs_lines(spread):
         nm, om = x["native_median"], x["onesided_median"]
         log(f"{x['benchmark']:18s} {nm:8.3f} [{n[0]:.3f}-{n[-1]:.3f}] {n[-1] / nm:4.2f}"
             f" {om:8.3f} [{o[0]:.3f}-{o[-1]:.3f}] {o[-1] / om:4.2f} {om / nm:12.2f}")
+    if round_trips:
+        log("each job's cache-line round trip between its two processes (the machine alone, no MPI), "
+            "with onesided's µs per row:")
+        log(f"{'job':18s} {'round trip':>10s} " + " ".join(f"{b[:10]:>10s}" for b in JOB_ROWS))
+        for rt, job, one in round_trips:
+            log(f"{job:18s} {rt:10.3f} " + " ".join(f"{v:10.3f}" for v in one))
 
 
 def linalg_lines(data):
@@ -788,6 +812,7 @@ def main():
     for j in range(1, JOBS_SMOKE + 1 if smoke else JOBS + 1):
         steps.append((f"microbench-jobs-{j:02d}", r.mpiexec(2, "os_microbench", "--flavor", "allocate",
                       "--iters", 200 if smoke else 2000, "--reps", 3, "--only", ",".join(JOB_ROWS),
+                      "--roundtrip",
                       "--csv", os.path.join(a.out, f"microbench-jobs-{j:02d}.csv")), "allocate-jobs"))
     # Window creation and free with N windows alive at once (MPI_Alloc_mem +
     # MPI_Win_create of 4 KB each, as Global Arrays keeps a window per array).
@@ -1010,14 +1035,17 @@ def main():
         w.writerows(out_rows)
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump({"config": {"smoke": smoke, "np": a.np, "log2_local": k, "reps": reps, "host": a.host},
-                   "summary": out_rows, "jobs": spread, "hpcc": data.get("hpcc"), "failed": r.failed,
+                   "summary": out_rows, "jobs": spread,
+                   "job_round_trips": [{"job": j, "round_trip_us": rt, "onesided_us": dict(zip(JOB_ROWS, one))}
+                                       for rt, j, one in job_round_trips(data)],
+                   "hpcc": data.get("hpcc"), "failed": r.failed,
                    "native_crashed": r.native_crashed}, f, indent=1)
     figs = plots(a.out, data)
     for p in figs:
         log(f"figure: {p}")
     log(f"results: {a.out}")
     linalg_lines(data)
-    jobs_lines(spread)
+    jobs_lines(spread, job_round_trips(data))
     slower_line(out_rows, host)
     if r.failed:
         log(f"FAILED: {', '.join(r.failed)}")
