@@ -111,11 +111,9 @@ static inline char *os_peer_mapped(const os_peer_t *p, const char *remote, size_
     return off <= p->zone_len && len <= p->zone_len - off ? p->zone_map + off : NULL;
 }
 
-/* Node-wide words, first in the segment. */
-typedef struct {
-    _Alignas(OS_CACHELINE) _Atomic uint64_t bar_count;
-    _Alignas(OS_CACHELINE) _Atomic uint64_t bar_gen;
-} os_node_ctl_t;
+/* Rounds of the node barrier (os_rank_ctl_t.bar_round): a node of up to
+ * 2^16 processes. */
+enum { OS_BAR_ROUNDS = 16 };
 
 /* One per rank, each on its own cache lines. */
 typedef struct {
@@ -154,6 +152,12 @@ typedef struct {
      * lock migrated there (the history policy's count). */
     _Alignas(OS_CACHELINE) _Atomic uint64_t lock_mode;
     _Atomic uint64_t lock_local_count;
+    /* The node barrier of synchronizing fences (sync.c), a dissemination
+     * barrier: in its round k, rank (this - 2^k) mod n stores here the number
+     * of the barrier it has reached. One writer per word, read by this rank
+     * alone: a store and a load cross cores, where a shared counter takes
+     * every process's locked instruction in turn and a broadcast after. */
+    _Alignas(OS_CACHELINE) _Atomic uint64_t bar_round[OS_BAR_ROUNDS];
 } os_rank_ctl_t;
 
 /* Node requests (node_request.c): per process of the node, in a segment of
@@ -331,7 +335,6 @@ typedef struct os_win {
 
     os_peer_t *peers;
     os_shell_t *shell;
-    os_node_ctl_t *node;
     os_rank_ctl_t *ctl;     /* [nranks] */
     int *node_ranks;        /* the ranks of this node, whose CPU-atomic counts a bulk
                              * accumulate reads (os_acc_node_quiet) */

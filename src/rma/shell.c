@@ -275,12 +275,11 @@ static os_comm_cache_t *cache_of(MPI_Comm comm)
 }
 
 /* Lay the control area out, in this order:
- * node words | rank control blocks | post matrix | region tables |
+ * rank control blocks | post matrix | region tables |
  * node-request lines | node-request slots (node_request.c). */
 static void layout(os_shell_t *s)
 {
-    size_t off = sizeof(os_node_ctl_t);
-    off = OS_ALIGN_UP(off, OS_CACHELINE) + (size_t)s->nranks * sizeof(os_rank_ctl_t);
+    size_t off = (size_t)s->nranks * sizeof(os_rank_ctl_t);
     s->post_off = off;
     /* Row o of the post matrix is read only by origin o: pad rows to lines. */
     s->post_stride = OS_ALIGN_UP((size_t)s->nranks * sizeof(uint64_t), OS_CACHELINE) /

@@ -24,16 +24,30 @@ static const char *design_name(const os_win_t *w)
     return design[w->cfg.lock % 3];
 }
 
+/* The rounds of the node barrier (os_rank_ctl_t.bar_round) whose signal
+ * for barrier `seq` this process has received. */
+static int node_barrier_rounds_heard(const os_win_t *w, uint64_t seq)
+{
+    int heard = 0;
+    for (int k = 0, d = 1; d < w->nranks; k++, d <<= 1)
+        heard += atomic_load(&w->ctl[w->rank].bar_round[k]) >= seq;
+    return heard;
+}
+
 static void describe_fence(const os_wait_site_t *s, char *buf, size_t len)
 {
     const os_win_t *w = s->obj;
     const int p = (int)(w->fence_syncs & 1);
     const os_rank_ctl_t *me = &w->ctl[w->rank];
     int n = os_win_describe(w, buf, len);
-    snprintf(buf + n, len - (size_t)n, ", fence %llu: %llu of the node's %d processes arrived; "
-             "%llu origins announced operations to this process, %llu finished",
-             (unsigned long long)w->fence_syncs,
-             (unsigned long long)atomic_load(&w->node->bar_count), w->nranks,
+    int rounds = 0;
+    for (int d = 1; d < w->nranks; d <<= 1)
+        rounds++;
+    snprintf(buf + n, len - (size_t)n, ", fence %llu: heard from %d of the node barrier's %d "
+             "rounds (%d processes); %llu origins announced operations to this process, "
+             "%llu finished",
+             (unsigned long long)w->fence_syncs, node_barrier_rounds_heard(w, w->fence_syncs + 1),
+             rounds, w->nranks,
              (unsigned long long)atomic_load(&me->fence_expect[p]),
              (unsigned long long)atomic_load(&me->fence_done[p]));
 }
@@ -105,19 +119,23 @@ static os_status_t leave_fence(os_win_t *w, const char *call)
 
 /* ------------------------------------------------------------------ fence */
 
-/* The node's arrival counter: generation-numbered, so it can be reused at once. */
-static void node_barrier(os_win_t *w)
+/* All processes of the window (one node) reach it before any leaves:
+ * barrier number seq, the same in every process (w->fence_syncs + 1). A
+ * dissemination barrier: in round k each process signals rank + 2^k and
+ * waits for rank - 2^k, so after ceil(log2 n) rounds each has heard from
+ * every other, transitively. Release stores and acquire loads make that
+ * chain a happens-before: every process's stores before the barrier are
+ * visible to every process after it. The numbers only grow (the shell's
+ * control area is cleared when it is reused), so a signal may be overwritten
+ * by a fast neighbour's next barrier: that is at least seq too, and that
+ * neighbour cannot pass its next barrier before this process signals it. */
+static void node_barrier(os_win_t *w, uint64_t seq)
 {
-    uint64_t gen = atomic_load_explicit(&w->node->bar_gen, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&w->node->bar_count, 1, memory_order_acq_rel) ==
-        (uint64_t)w->nranks - 1) {
-        atomic_store_explicit(&w->node->bar_count, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&w->node->bar_gen, 1, memory_order_release);
-        return;
+    const int n = w->nranks, me = w->rank;
+    for (int k = 0, d = 1; d < n; k++, d <<= 1) {
+        atomic_store_explicit(&w->ctl[(me + d) % n].bar_round[k], seq, memory_order_release);
+        os_wait_until_geq(&w->ctl[me].bar_round[k], seq);
     }
-    os_backoff_t b = OS_BACKOFF_INIT;
-    while (atomic_load_explicit(&w->node->bar_gen, memory_order_acquire) == gen)
-        os_backoff_wait(&b);
 }
 
 os_status_t os_win_fence(os_win_t *w, int assert)
@@ -153,8 +171,8 @@ os_status_t os_win_fence(os_win_t *w, int assert)
     OS_STAT(w, FENCES, 1);
     WAIT_SITE(site, "MPI_Win_fence", -1, w->multinode ? describe_remote : describe_fence, NULL);
 
-    /* Queued operations of the epoch this fence closes run after the arrival
-     * count, while processes with nothing incoming may already have left
+    /* Queued operations of the epoch this fence closes run after the node
+     * barrier, while processes with nothing incoming may already have left
      * this fence. So the next epoch may run operations at once only if this
      * one queued nothing anywhere, or an early operation could be overtaken
      * by a late one from the epoch before. Every input here is the same in
@@ -186,7 +204,7 @@ os_status_t os_win_fence(os_win_t *w, int assert)
     } else if (sync) {
         /* Reduce-scatter of the per-target counts of queued operations: each
          * origin adds one to the expected count of every target it queued
-         * operations for; the arrival counter then tells everybody that all
+         * operations for; the node barrier then tells everybody that all
          * counts are in and that every process has entered this fence. No
          * barrier is needed after the transfers: each target waits only for
          * the origins that announced themselves. */
@@ -200,7 +218,7 @@ os_status_t os_win_fence(os_win_t *w, int assert)
             }
         }
         /* Release: operations done at once in this epoch are visible to all. */
-        node_barrier(w);
+        node_barrier(w, w->fence_syncs + 1);
         for (size_t i = 0; i < w->nqueue && !st; i++)
             st = os_rma_execute(w, &w->queue[i]);
         for (int t = 0; t < w->nranks; t++) {

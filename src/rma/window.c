@@ -349,8 +349,7 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
         goto fail;
 
     char *ctl = sh->ctl.addr;
-    w->node = (os_node_ctl_t *)ctl;
-    w->ctl = (os_rank_ctl_t *)(ctl + OS_ALIGN_UP(sizeof(os_node_ctl_t), OS_CACHELINE));
+    w->ctl = (os_rank_ctl_t *)ctl;
     w->post = (_Atomic uint64_t *)(ctl + sh->post_off);
     w->post_stride = sh->post_stride;
     w->regions = (os_region_t *)(ctl + sh->regions_off);
