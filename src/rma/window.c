@@ -310,13 +310,19 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     w->fence_seen = calloc((size_t)w->nranks, sizeof *w->fence_seen);
     w->post_seen = calloc((size_t)w->nranks, sizeof *w->post_seen);
     w->start_ranks = malloc((size_t)w->nranks * sizeof *w->start_ranks);
+    w->node_ranks = malloc((size_t)w->nranks * sizeof *w->node_ranks);
     if (!all || !data_off || !w->peers || !w->tstate || !w->fence_seen || !w->post_seen ||
-        !w->start_ranks) {
+        !w->start_ranks || !w->node_ranks) {
         st = OS_ERR(OS_ERR_NOMEM, "window of %d processes", w->nranks);
         goto fail;
     }
     /* Everything the window needs from the others, in one collective. */
     PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, w->comm);
+    /* The node's processes, in rank order: before anything sized by the
+     * node (the bulk threshold below). */
+    for (int r = 0; r < w->nranks; r++)
+        if (all[r].node == mine.node)
+            w->node_ranks[w->nnode_ranks++] = r;
 
     /* Agreed values: every process must make the same choice. */
     bool hints_stale = false;
@@ -369,14 +375,6 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
         if ((st = os_shell_data(sh, data_bytes)))
             goto fail;
     }
-
-    if (!(w->node_ranks = malloc((size_t)w->nranks * sizeof *w->node_ranks))) {
-        st = OS_ERR(OS_ERR_NOMEM, "node ranks of %d", w->nranks);
-        goto fail;
-    }
-    for (int r = 0; r < w->nranks; r++)
-        if (all[r].node == mine.node)
-            w->node_ranks[w->nnode_ranks++] = r;
 
     for (int r = 0; r < w->nranks; r++) {
         os_peer_t *p = &w->peers[r];

@@ -477,11 +477,30 @@ static void vectors(int flavor)
     t_win_free(&t);
 }
 
+/* The bulk split of `count` elements accumulated into this rank's own
+ * memory of win (lock_all), from the window's counters. */
+static void bulk_split(MPI_Win win, int count, uint64_t *bulk, uint64_t *atomic)
+{
+    const int64_t ones[64] = { [0 ... 63] = 1 };
+    onesided_win_stats_t before, after;
+    onesided_win_get_stats(win, &before);
+    MPI_Win_lock_all(0, win);
+    MPI_Accumulate(ones, count, MPI_INT64_T, t_rank, 0, count, MPI_INT64_T, MPI_SUM, win);
+    MPI_Win_unlock_all(win);
+    onesided_win_get_stats(win, &after);
+    *bulk = after.counter[ONESIDED_STAT_ACC_BULK_ELEMS] - before.counter[ONESIDED_STAT_ACC_BULK_ELEMS];
+    *atomic = after.counter[ONESIDED_STAT_ACC_ATOMIC_ELEMS] -
+              before.counter[ONESIDED_STAT_ACC_ATOMIC_ELEMS];
+}
+
 /* The automatic bulk threshold: 16 bytes per process of the node, at least
  * 32. On a window of one process, 3 elements of 8 bytes take one CPU atomic
  * each and 4 go bulk; onesided_acc_bulk_min set on the window moves the
- * threshold, and 0 turns bulk off. Skipped where accumulates are queued
- * (onesided_acc_coalesce=1), which apply them later by another path. */
+ * threshold, and 0 turns bulk off. On a window of the whole job on one node
+ * the threshold follows the node's size (it was once computed before the
+ * window knew its node, and stayed at 32 bytes whatever the node). Skipped
+ * where accumulates are queued (onesided_acc_coalesce=1), which apply them
+ * later by another path. */
 static void bulk_threshold(void)
 {
     int64_t *base, ones[8] = { 1, 1, 1, 1, 1, 1, 1, 1 };
@@ -523,6 +542,21 @@ static void bulk_threshold(void)
               "%d elements, threshold %d: %llu in bulk and %llu by atomics, want %d in bulk",
               cases[c][0], cases[c][1], (unsigned long long)bulk, (unsigned long long)atomic,
               cases[c][2]);
+    }
+    MPI_Win_free(&win);
+
+    if (t_node_size_of(F_ALLOCATE) != 0 || t_size < 3)
+        return; /* on a node of 2 or fewer, the threshold is the least, as above */
+    const int bytes = 16 * t_size < 32 ? 32 : 16 * t_size > 512 ? 512 : 16 * t_size;
+    MPI_Win_allocate(512, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    for (int below = 1; below >= 0; below--) {
+        const int count = bytes / 8 - below;
+        uint64_t bulk, atomic;
+        bulk_split(win, count, &bulk, &atomic);
+        CHECK(bulk == (below ? 0 : (uint64_t)count) && bulk + atomic == (uint64_t)count,
+              "a node of %d processes: %d elements, %llu in bulk and %llu by atomics, want "
+              "bulk from %d bytes", t_size, count, (unsigned long long)bulk,
+              (unsigned long long)atomic, bytes);
     }
     MPI_Win_free(&win);
 }
