@@ -138,7 +138,7 @@ static void describe_post(const os_wait_site_t *s, char *buf, size_t len)
     const os_win_t *w = s->obj;
     int n = os_win_describe(w, buf, len);
     snprintf(buf + n, len - (size_t)n, ", waiting for MPI_Win_post by rank %d (%llu posts "
-             "seen before, %llu made)", s->target, (unsigned long long)w->post_seen[s->target],
+             "seen before, %llu made)", s->target, (unsigned long long)w->pscw[s->target].posts_seen,
              (unsigned long long)atomic_load(&w->post[(size_t)w->rank * w->post_stride +
                                                        (size_t)s->target]));
 }
@@ -150,11 +150,11 @@ void os_pscw_await_post(os_win_t *w, int target)
     /* The post may come from another thread of this process. Threads of
      * the epoch may wait for one post together: the first consumes it. */
     pthread_mutex_t *held = os_wait_release_begin();
-    os_wait_until_geq(cell, w->post_seen[target] + 1);
+    os_wait_until_geq(cell, w->pscw[target].posts_seen + 1);
     os_wait_release_end(held);
     os_wait_pop(&site);
     if (w->tstate[target] == OS_T_PSCW_AWAIT_POST) {
-        w->post_seen[target]++;
+        w->pscw[target].posts_seen++;
         w->tstate[target] = OS_T_PSCW_READY;
     }
 }

@@ -141,7 +141,9 @@ typedef struct {
      * written often by its owner and read by bulk accumulators. */
     _Alignas(OS_CACHELINE) _Atomic uint64_t acc_active;
     _Alignas(OS_CACHELINE) _Atomic uint64_t acc_active_main;
-    _Alignas(OS_CACHELINE) _Atomic uint64_t pscw_done; /* MPI_Win_complete calls received */
+    /* MPI_Win_complete calls received from origins on other nodes (node-mates
+     * signal in the complete matrix, os_win_t.complete) */
+    _Alignas(OS_CACHELINE) _Atomic uint64_t pscw_done;
     /* Dynamic windows (dynamic.c): a sequence lock, odd while the owner
      * changes its regions; how many it has; where its own array of them is. */
     _Alignas(OS_CACHELINE) _Atomic uint64_t dyn_version;
@@ -292,7 +294,7 @@ typedef struct os_shell {
     os_shm_seg_t ctl;     /* the node's control area, laid out as below ... */
     struct os_ctl_slab *ctl_slab; /* ... an area of this slab (shell.c) */
     int ctl_area;
-    size_t ctl_bytes, post_off, post_stride, regions_off;
+    size_t ctl_bytes, post_off, post_stride, complete_off, complete_stride, regions_off;
     /* node requests: the lines (cleared with the rest for each window), then
      * the slots, past ctl_clear (left alone: every slot is empty again when
      * its window is freed, and the pages of unused pairs stay untouched);
@@ -318,6 +320,18 @@ typedef struct os_shell {
  * (those need UCX's answer before the epoch may end at the origin). */
 enum { OS_DIRTY_PUT = 1, OS_DIRTY_WAIT = 2 };
 
+/* Post/start/complete/wait with one peer. Inside a node each signal is a
+ * number only its sender writes and only its receiver reads (the post and
+ * complete matrices): a release store that crosses the cores once, where a
+ * shared counter takes a locked add and the receiver's own write to consume
+ * it, which sends the line back. Each side keeps its counts here. */
+typedef struct {
+    uint64_t posts_seen;     /* as an origin: posts of this target consumed */
+    uint64_t posts_made;     /* as a target: posts made to this origin (node-mate) */
+    uint64_t completes_made; /* as an origin: completes made to this target (node-mate) */
+    uint64_t completes_seen; /* as a target: completes of this origin consumed (node-mate) */
+} os_pscw_peer_t;
+
 typedef struct os_win {
     MPI_Win handle;  /* the shell's host handle: carries errhandler, attributes, name */
     pthread_mutex_t mtx; /* MPI_THREAD_MULTIPLE: held by the MPI call using the window */
@@ -339,10 +353,15 @@ typedef struct os_win {
     int *node_ranks;        /* the ranks of this node, whose CPU-atomic counts a bulk
                              * accumulate reads (os_acc_node_quiet) */
     int nnode_ranks;
+    int *node_index;        /* [nranks] position in node_ranks, or -1 off this node */
     size_t acc_bulk_bytes;  /* accumulates from this many bytes on memory that takes CPU
                              * atomics go bulk (os_acc_bulk); 0 = never */
     _Atomic uint64_t *post; /* [nranks][post_stride]: post[o][t] counts posts by t for o */
     size_t post_stride;
+    /* [nnode_ranks][complete_stride], by node positions: complete[t][o]
+     * counts MPI_Win_complete calls by node-mate o for t */
+    _Atomic uint64_t *complete;
+    size_t complete_stride;
     os_region_t *regions;   /* [nranks][inline_regions]: copies of each rank's table */
     int inline_regions;
     os_dyn_table_t dyn;     /* this process's attached regions */
@@ -361,8 +380,11 @@ typedef struct os_win {
     int nlocked;
     int *start_ranks;        /* current PSCW access group */
     int nstart;
-    uint64_t *post_seen;     /* [nranks] posts consumed from each target */
-    int post_expect;         /* origins in the current exposure group */
+    os_pscw_peer_t *pscw;    /* [nranks] */
+    int *post_ranks;         /* the current exposure group ... */
+    int post_expect;         /* ... of this many origins, */
+    int post_remote;         /* this many of them on other nodes, */
+    int post_next;           /* and post_ranks[post_next] the first not yet heard complete */
 
     os_acc_batch_t *acc_batch; /* [nranks] coalesced accumulates, passive epochs only */
 

@@ -275,7 +275,7 @@ static os_comm_cache_t *cache_of(MPI_Comm comm)
 }
 
 /* Lay the control area out, in this order:
- * rank control blocks | post matrix | region tables |
+ * rank control blocks | post matrix | complete matrix | region tables |
  * node-request lines | node-request slots (node_request.c). */
 static void layout(os_shell_t *s)
 {
@@ -285,6 +285,12 @@ static void layout(os_shell_t *s)
     s->post_stride = OS_ALIGN_UP((size_t)s->nranks * sizeof(uint64_t), OS_CACHELINE) /
                      sizeof(uint64_t);
     off += (size_t)s->nranks * s->post_stride * sizeof(uint64_t);
+    /* Row t of the complete matrix is read only by target t, among the
+     * node's processes alone (completes from other nodes come as requests). */
+    s->complete_off = off;
+    s->complete_stride = OS_ALIGN_UP((size_t)s->node_size * sizeof(uint64_t), OS_CACHELINE) /
+                         sizeof(uint64_t);
+    off += (size_t)s->node_size * s->complete_stride * sizeof(uint64_t);
     s->regions_off = off;
     off += (size_t)s->nranks * (size_t)s->inline_regions * sizeof(os_region_t);
     s->nreq_lines_off = s->nreq_slots_off = 0;

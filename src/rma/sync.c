@@ -55,10 +55,17 @@ static void describe_fence(const os_wait_site_t *s, char *buf, size_t len)
 static void describe_wait(const os_wait_site_t *s, char *buf, size_t len)
 {
     const os_win_t *w = s->obj;
+    const _Atomic uint64_t *row =
+        &w->complete[(size_t)w->node_index[w->rank] * w->complete_stride];
+    uint64_t heard = atomic_load(&w->ctl[w->rank].pscw_done);
+    for (int i = 0; i < w->post_expect; i++) {
+        const int o = w->post_ranks[i];
+        heard += w->peers[o].access != OS_PEER_REMOTE &&
+                 atomic_load(&row[w->node_index[o]]) > w->pscw[o].completes_seen;
+    }
     int n = os_win_describe(w, buf, len);
     snprintf(buf + n, len - (size_t)n, ", %llu of the %d origins of the post group called "
-             "MPI_Win_complete", (unsigned long long)atomic_load(&w->ctl[w->rank].pscw_done),
-             w->post_expect);
+             "MPI_Win_complete", (unsigned long long)heard, w->post_expect);
 }
 
 static void describe_lock(const os_wait_site_t *s, char *buf, size_t len)
@@ -279,18 +286,27 @@ os_status_t os_win_post(os_win_t *w, const int *ranks, int n, int assert)
     if ((st = leave_fence(w, "MPI_Win_post")))
         return st;
     /* Release: this process's stores to its window happen before any origin
-     * that sees the post accesses it. */
+     * that sees the post accesses it. A node-mate's cell has this process
+     * as its only writer (the origin's own server writes those of targets
+     * on other nodes): a plain store of the count. */
     if (!(assert & MPI_MODE_NOCHECK))
         for (int i = 0; i < n && !st; i++) {
-            if (w->peers[ranks[i]].access == OS_PEER_REMOTE)
-                st = os_remote_post(w, ranks[i]);
+            const int o = ranks[i];
+            if (w->peers[o].access == OS_PEER_REMOTE)
+                st = os_remote_post(w, o);
             else
-                atomic_fetch_add_explicit(&w->post[(size_t)ranks[i] * w->post_stride + (size_t)w->rank],
-                                          1, memory_order_release);
+                atomic_store_explicit(&w->post[(size_t)o * w->post_stride + (size_t)w->rank],
+                                      ++w->pscw[o].posts_made, memory_order_release);
         }
     if (st)
         return st;
+    w->post_remote = 0;
+    for (int i = 0; i < n; i++) {
+        w->post_ranks[i] = ranks[i];
+        w->post_remote += w->peers[ranks[i]].access == OS_PEER_REMOTE;
+    }
     w->post_expect = n;
+    w->post_next = 0;
     w->exposure = OS_EXPOSE_POST;
     OS_STAT(w, PSCW_EXPOSURE, 1);
     return OS_OK;
@@ -338,7 +354,10 @@ os_status_t os_win_complete(os_win_t *w)
             if (!st)
                 st = s2;
         } else {
-            atomic_fetch_add_explicit(&w->ctl[t].pscw_done, 1, memory_order_release);
+            /* One writer: this process (the row's reader is t alone). */
+            atomic_store_explicit(&w->complete[(size_t)w->node_index[t] * w->complete_stride +
+                                               (size_t)w->node_index[w->rank]],
+                                  ++w->pscw[t].completes_made, memory_order_release);
         }
     }
     w->nstart = 0;
@@ -346,27 +365,52 @@ os_status_t os_win_complete(os_win_t *w)
     return st;
 }
 
+/* Whether every origin of the exposure group has called MPI_Win_complete:
+ * node-mates by their cells in this process's row of the complete matrix,
+ * read in group order from the first not yet heard (post_next), origins on
+ * other nodes by the count their requests raise (pscw_done). Acquire: their
+ * epochs' operations happen before. */
+static bool pscw_all_complete(os_win_t *w)
+{
+    const _Atomic uint64_t *row =
+        &w->complete[(size_t)w->node_index[w->rank] * w->complete_stride];
+    for (; w->post_next < w->post_expect; w->post_next++) {
+        const int o = w->post_ranks[w->post_next];
+        if (w->peers[o].access != OS_PEER_REMOTE &&
+            atomic_load_explicit(&row[w->node_index[o]], memory_order_acquire) <=
+                w->pscw[o].completes_seen)
+            return false;
+    }
+    return !w->post_remote ||
+           atomic_load_explicit(&w->ctl[w->rank].pscw_done, memory_order_acquire) >=
+               (uint64_t)w->post_remote;
+}
+
 static os_status_t wait_or_test(os_win_t *w, int *flag, const char *call)
 {
     if (w->exposure != OS_EXPOSE_POST)
         return OS_ERR(OS_ERR_SYNC, "%s without a matching MPI_Win_post", call);
-    _Atomic uint64_t *done = &w->ctl[w->rank].pscw_done;
-    uint64_t n = (uint64_t)w->post_expect;
     if (flag) {
-        *flag = atomic_load_explicit(done, memory_order_acquire) >= n;
-        if (!*flag)
+        if (!(*flag = pscw_all_complete(w)))
             return OS_OK;
-    } else {
+    } else if (!pscw_all_complete(w)) {
         WAIT_SITE(site, call, -1, describe_wait, NULL);
         /* Origins of this process's other threads may yet complete. */
         pthread_mutex_t *held = os_wait_release_begin();
-        os_wait_until_geq(done, n);
+        os_backoff_t b = OS_BACKOFF_INIT;
+        while (!pscw_all_complete(w))
+            os_backoff_wait(&b);
         os_wait_release_end(held);
         os_wait_pop(&site);
     }
-    /* An origin's complete for the next epoch needs our next post, so the
-     * counter cannot run ahead of this subtraction. */
-    atomic_fetch_sub_explicit(done, n, memory_order_relaxed);
+    /* An origin's complete for the next epoch needs our next post, so no
+     * count runs ahead of what is consumed here. */
+    for (int i = 0; i < w->post_expect; i++)
+        if (w->peers[w->post_ranks[i]].access != OS_PEER_REMOTE)
+            w->pscw[w->post_ranks[i]].completes_seen++;
+    if (w->post_remote)
+        atomic_fetch_sub_explicit(&w->ctl[w->rank].pscw_done, (uint64_t)w->post_remote,
+                                  memory_order_relaxed);
     w->exposure = OS_EXPOSE_NONE;
     return OS_OK;
 }

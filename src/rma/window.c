@@ -193,7 +193,9 @@ static void free_parts(os_win_t *w)
     free(w->node_ranks);
     free(w->tstate);
     free(w->fence_seen);
-    free(w->post_seen);
+    free(w->node_index);
+    free(w->pscw);
+    free(w->post_ranks);
     free(w->start_ranks);
     free(w->queue);
     free(w->attr_keys);
@@ -308,11 +310,13 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     w->peers = calloc((size_t)w->nranks, sizeof *w->peers);
     w->tstate = calloc((size_t)w->nranks, 1);
     w->fence_seen = calloc((size_t)w->nranks, sizeof *w->fence_seen);
-    w->post_seen = calloc((size_t)w->nranks, sizeof *w->post_seen);
+    w->pscw = calloc((size_t)w->nranks, sizeof *w->pscw);
     w->start_ranks = malloc((size_t)w->nranks * sizeof *w->start_ranks);
+    w->post_ranks = malloc((size_t)w->nranks * sizeof *w->post_ranks);
     w->node_ranks = malloc((size_t)w->nranks * sizeof *w->node_ranks);
-    if (!all || !data_off || !w->peers || !w->tstate || !w->fence_seen || !w->post_seen ||
-        !w->start_ranks || !w->node_ranks) {
+    w->node_index = malloc((size_t)w->nranks * sizeof *w->node_index);
+    if (!all || !data_off || !w->peers || !w->tstate || !w->fence_seen || !w->pscw ||
+        !w->start_ranks || !w->post_ranks || !w->node_ranks || !w->node_index) {
         st = OS_ERR(OS_ERR_NOMEM, "window of %d processes", w->nranks);
         goto fail;
     }
@@ -320,9 +324,16 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, w->comm);
     /* The node's processes, in rank order: before anything sized by the
      * node (the bulk threshold below). */
-    for (int r = 0; r < w->nranks; r++)
+    for (int r = 0; r < w->nranks; r++) {
+        w->node_index[r] = all[r].node == mine.node ? w->nnode_ranks : -1;
         if (all[r].node == mine.node)
             w->node_ranks[w->nnode_ranks++] = r;
+    }
+    if (w->nnode_ranks != sh->node_size) { /* the shell's node is the window's */
+        st = OS_ERR(OS_ERR_OTHER, "internal: %d processes share the node, the control area "
+                    "was laid out for %d", w->nnode_ranks, sh->node_size);
+        goto fail;
+    }
 
     /* Agreed values: every process must make the same choice. */
     bool hints_stale = false;
@@ -358,6 +369,8 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     w->ctl = (os_rank_ctl_t *)ctl;
     w->post = (_Atomic uint64_t *)(ctl + sh->post_off);
     w->post_stride = sh->post_stride;
+    w->complete = (_Atomic uint64_t *)(ctl + sh->complete_off);
+    w->complete_stride = sh->complete_stride;
     w->regions = (os_region_t *)(ctl + sh->regions_off);
 
     if (flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED) {

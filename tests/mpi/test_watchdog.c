@@ -1,7 +1,8 @@
 /* The hang watchdog (ONESIDED_WATCHDOG=1): a process stalls for 2.5 s while
  * another waits for it inside onesided; the waiter reports, once, what it
  * waits for, then goes on and the program completes. ctest matches the
- * report. argv[1]: lock | fence | pscw. */
+ * report. argv[1]: lock | fence | pscw (the origin waits for the post) |
+ * pscw_wait (the target waits for the complete). */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,6 +49,22 @@ int main(int argc, char **argv)
         } else if (rank == 0) {
             MPI_Win_start(peer, 0, win);
             MPI_Put(&one, 1, MPI_INT, 1, 0, 1, MPI_INT, win);
+            MPI_Win_complete(win);
+        }
+        MPI_Group_free(&peer);
+        MPI_Group_free(&world);
+    } else if (!strcmp(mode, "pscw_wait")) {
+        MPI_Group world, peer;
+        int other = 1 - rank;
+        MPI_Comm_group(MPI_COMM_WORLD, &world);
+        MPI_Group_incl(world, 1, &other, &peer);
+        if (rank == 1) {
+            MPI_Win_post(peer, 0, win);
+            MPI_Win_wait(win);
+        } else if (rank == 0) {
+            MPI_Win_start(peer, 0, win);
+            MPI_Put(&one, 1, MPI_INT, 1, 0, 1, MPI_INT, win);
+            usleep(stall);
             MPI_Win_complete(win);
         }
         MPI_Group_free(&peer);
