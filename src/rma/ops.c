@@ -348,7 +348,8 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
             os_fence_await_entry(w, target);
         break;
     case OS_ACCESS_PSCW:
-        if (w->tstate[target] != OS_T_PSCW_READY || request)
+        if (request || (w->tstate[target] != OS_T_PSCW_READY &&
+                        w->tstate[target] != OS_T_PSCW_AWAIT_POST))
             return false;
         break;
     default:
@@ -372,6 +373,11 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
             return false;
     }
 
+    /* The epoch's first operation to this target waits for its post here,
+     * past every check, as the general path would (an erroneous call
+     * reports without waiting). */
+    if (w->access == OS_ACCESS_PSCW && w->tstate[target] == OS_T_PSCW_AWAIT_POST)
+        os_pscw_await_post(w, target);
     count_kind(w, kind, bytes, request);
     OS_STAT(w, FAST_PATH_OPS, 1);
     if (w->access == OS_ACCESS_FENCE)

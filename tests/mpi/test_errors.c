@@ -137,6 +137,22 @@ static void run(int flavor)
     EXPECT(MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win), MPI_ERR_RMA_SYNC);
     EXPECT(MPI_Win_start(none, 0, t.win), MPI_ERR_RMA_SYNC);
     MPI_Win_complete(t.win);
+    if (t_size > 1) {
+        /* Groups holding a process outside the window: larger than the
+         * window's group, or as large and another process. */
+        MPI_Win self;
+        MPI_Group one_other;
+        int *self_base, other = right;
+        MPI_Win_allocate(8, 1, MPI_INFO_NULL, MPI_COMM_SELF, &self_base, &self);
+        MPI_Win_set_errhandler(self, MPI_ERRORS_RETURN);
+        MPI_Group_incl(world, 1, &other, &one_other);
+        EXPECT(MPI_Win_post(world, 0, self), MPI_ERR_RANK);
+        EXPECT(MPI_Win_start(world, 0, self), MPI_ERR_RANK);
+        EXPECT(MPI_Win_post(one_other, 0, self), MPI_ERR_RANK);
+        EXPECT(MPI_Win_start(one_other, 0, self), MPI_ERR_RANK);
+        MPI_Group_free(&one_other);
+        MPI_Win_free(&self);
+    }
     MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win);
     EXPECT(MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win), MPI_ERR_RMA_SYNC);
     {

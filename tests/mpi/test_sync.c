@@ -179,6 +179,8 @@ static void pscw_patterns(void)
     MPI_Group world, g;
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     int ok = 1;
+    onesided_win_stats_t before, after;
+    onesided_win_get_stats(t.win, &before);
     /* All to rank 0, many epochs, alternating NOCHECK and test-polling. */
     for (int it = 0; it < 40; it++) {
         int nocheck = it % 2 && 0;
@@ -209,6 +211,15 @@ static void pscw_patterns(void)
         MPI_Group_free(&g);
     }
     CHECK(ok, "all-to-one PSCW epochs");
+    /* Each put is its epoch's first operation to rank 0, which waits for the
+     * post: on one node it still takes the fast path (it waits there). */
+    onesided_win_get_stats(t.win, &after);
+    if (t_rank != 0 && t_node_size_of(F_ALLOCATE) == 0) {
+        const uint64_t fast = after.counter[ONESIDED_STAT_FAST_PATH_OPS] -
+                              before.counter[ONESIDED_STAT_FAST_PATH_OPS];
+        CHECK(fast == 40, "PSCW epochs' first puts took the fast path %llu times, want 40",
+              (unsigned long long)fast);
+    }
     /* NOCHECK: posts are made, then a barrier guarantees they happened. */
     int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
     for (int it = 0; it < 10; it++) {
