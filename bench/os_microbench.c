@@ -35,7 +35,11 @@
  * with plain loads and stores (the host MPI's shared memory, no MPI call in
  * the loop), in both columns. On a VM it tells a job whose two processes
  * landed far apart (on this 2-core KVM guest 60-200 ns in some jobs and
- * 600-700 in others) from a slow library.
+ * 600-700 in others) from a slow library. It adds the origin's own speed
+ * too, rows "add loop at start" and "add loop at end" (ns per dependent
+ * add of a register-free loop, rank 0 alone, before and after the rows):
+ * on that guest the same loop takes 0.33 ns in some jobs and 0.66 in
+ * others, and changes within a job.
  */
 #include "bench_impl.h"
 
@@ -217,6 +221,27 @@ static void verify(int bench, long *base, long iters_total)
     }
 }
 
+/* Nanoseconds per add of a loop with nothing but a dependent add through
+ * memory, on rank 0 (the origin of every row): the median of `reps` runs,
+ * the speed of the core the origin runs on, no MPI and no shared memory. */
+static double origin_add_loop(int reps)
+{
+    double *t = malloc(sizeof(double) * (size_t)reps), med = NAN;
+    if (rank == 0) {
+        enum { ADDS = 2000000 };
+        volatile unsigned long x = 0;
+        for (int r = 0; r < reps; r++) {
+            double t0 = MPI_Wtime();
+            for (unsigned long i = 0; i < ADDS; i++)
+                x += i;
+            t[r] = (MPI_Wtime() - t0) * 1e9 / ADDS;
+        }
+        med = bench_median(t, reps);
+    }
+    free(t);
+    return med;
+}
+
 /* Microseconds per round trip of one cache line between the two processes
  * (--roundtrip): rank 0 stores i, rank 1 answers i; the median of `reps`
  * runs of `iters` round trips. The host MPI's shared window, with nothing
@@ -290,6 +315,7 @@ int main(int argc, char **argv)
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     MPI_Group_incl(world, 1, &other, &peer);
     const double line_us = roundtrip ? line_round_trip(20000, reps) : NAN;
+    const double add_start_ns = roundtrip ? origin_add_loop(reps) : NAN;
 
     /* Both implementations' windows side by side, their repetitions taken in
      * turn, so that both see the same machine. Measured one after the other
@@ -383,6 +409,7 @@ int main(int argc, char **argv)
             free(fs[k]);
         }
     }
+    const double add_end_ns = roundtrip ? origin_add_loop(reps) : NAN;
     if (rank == 0) {
         FILE *out = csv ? fopen(csv, "w") : NULL;
         printf("window flavor: %s\n", flavor);
@@ -404,8 +431,13 @@ int main(int argc, char **argv)
         if (roundtrip) {
             printf("%-20s %12.3f %12s (the machine: one cache line, no MPI)\n",
                    "cache-line round trip", line_us, "");
-            if (out)
+            printf("%-20s %12.3f %12.3f (ns per add on the origin's core, before and after)\n",
+                   "add loop", add_start_ns, add_end_ns);
+            if (out) {
                 fprintf(out, "cache-line round trip,%.4f,%.4f,1.0000\n", line_us, line_us);
+                fprintf(out, "add loop at start,%.4f,%.4f,1.0000\n", add_start_ns, add_start_ns);
+                fprintf(out, "add loop at end,%.4f,%.4f,1.0000\n", add_end_ns, add_end_ns);
+            }
         }
         printf("(median of %d repetitions x %d iterations; ratio = onesided / native)\n", reps, iters);
         if (out)

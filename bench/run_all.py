@@ -229,6 +229,8 @@ HOST_NAME = {"host": "MPICH"}  # the host this run compares with (--host)
 WINDOW_SWEEP = [1, 100, 400, 1000]
 # The 8-byte rows measured again in JOBS fresh jobs (JOBS_SMOKE at --smoke).
 JOBS, JOBS_SMOKE = 10, 3
+# os_microbench --roundtrip's rows about the machine itself, not either library.
+MACHINE_ROWS = ("cache-line round trip", "add loop at start", "add loop at end")
 JOB_ROWS = ["put+flush", "get+flush", "accumulate+flush", "fetch_and_op", "compare_and_swap",
             "lock-put-unlock"]
 
@@ -264,7 +266,7 @@ def merge_native(into, native_rows):
         one = next(c for c in row if c.startswith("onesided"))
         return nat, one, [c for c in row if c not in (nat, one, "ratio")]
     for n in native_rows:
-        if n.get("benchmark") == "cache-line round trip":
+        if n.get("benchmark") in MACHINE_ROWS:
             continue  # the machine as the onesided job saw it, not another job's
         nat, one, key = cols(n)
         if math.isnan(float(n[nat])):
@@ -663,7 +665,8 @@ def job_spread(data):
 
 def job_round_trips(data):
     """Per job, the machine's cache-line round trip between the two processes
-    (os_microbench --roundtrip, µs) and onesided's figure of each 8-byte row."""
+    (os_microbench --roundtrip, µs), the origin's add loop before and after
+    the rows (ns per add), and onesided's figure of each 8-byte row."""
     jobs = {}
     for x in data.get("microbench_jobs", []):
         jobs.setdefault(x["job"], {})[x["benchmark"]] = x
@@ -671,8 +674,11 @@ def job_round_trips(data):
     for job, rows in sorted(jobs.items()):
         rt = rows.get("cache-line round trip")
         if rt:
+            adds = [float(rows[b]["native_us"]) if b in rows else float("nan")
+                    for b in ("add loop at start", "add loop at end")]
             out.append((float(rt["native_us"]), job,
-                        [float(rows[b]["onesided_us"]) if b in rows else float("nan") for b in JOB_ROWS]))
+                        [float(rows[b]["onesided_us"]) if b in rows else float("nan") for b in JOB_ROWS],
+                        adds))
     return sorted(out)
 
 
@@ -690,11 +696,12 @@ def jobs_lines(spread, round_trips=()):
         log(f"{x['benchmark']:18s} {nm:8.3f} [{n[0]:.3f}-{n[-1]:.3f}] {n[-1] / nm:4.2f}"
             f" {om:8.3f} [{o[0]:.3f}-{o[-1]:.3f}] {o[-1] / om:4.2f} {om / nm:12.2f}")
     if round_trips:
-        log("each job's cache-line round trip between its two processes (the machine alone, no MPI), "
-            "with onesided's µs per row:")
-        log(f"{'job':18s} {'round trip':>10s} " + " ".join(f"{b[:10]:>10s}" for b in JOB_ROWS))
-        for rt, job, one in round_trips:
-            log(f"{job:18s} {rt:10.3f} " + " ".join(f"{v:10.3f}" for v in one))
+        log("each job's cache-line round trip between its two processes (µs) and the origin's add "
+            "loop before and after the rows (ns per add): the machine alone, no MPI; then onesided's "
+            "µs per row:")
+        log(f"{'job':18s} {'round trip':>10s} {'adds':>11s} " + " ".join(f"{b[:10]:>10s}" for b in JOB_ROWS))
+        for rt, job, one, adds in round_trips:
+            log(f"{job:18s} {rt:10.3f} {adds[0]:5.2f}/{adds[1]:<5.2f} " + " ".join(f"{v:10.3f}" for v in one))
 
 
 def linalg_lines(data):
@@ -1036,8 +1043,9 @@ def main():
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump({"config": {"smoke": smoke, "np": a.np, "log2_local": k, "reps": reps, "host": a.host},
                    "summary": out_rows, "jobs": spread,
-                   "job_round_trips": [{"job": j, "round_trip_us": rt, "onesided_us": dict(zip(JOB_ROWS, one))}
-                                       for rt, j, one in job_round_trips(data)],
+                   "job_round_trips": [{"job": j, "round_trip_us": rt, "add_ns": adds,
+                                        "onesided_us": dict(zip(JOB_ROWS, one))}
+                                       for rt, j, one, adds in job_round_trips(data)],
                    "hpcc": data.get("hpcc"), "failed": r.failed,
                    "native_crashed": r.native_crashed}, f, indent=1)
     figs = plots(a.out, data)

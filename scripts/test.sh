@@ -195,10 +195,12 @@ for f in microbench-allocate.csv microbench-create.csv microbench-create_allocme
 done
 grep -q '"failed": \[\]' build-release/smoke/summary.json ||
     { echo "main job smoke: a benchmark failed"; exit 1; }
-# Every fresh job measured the machine's own cache-line round trip too.
+# Every fresh job measured the machine too: its cache-line round trip and
+# the origin's add loop before and after the rows.
 python3 -c 'import json, sys; j = json.load(open(sys.argv[1]))["job_round_trips"]
-sys.exit(not (len(j) == 3 and all(0 < x["round_trip_us"] < 100 for x in j)))' \
+sys.exit(not (len(j) == 3 and all(0 < x["round_trip_us"] < 100 and len(x["add_ns"]) == 2 and
+                                  all(0 < a < 100 for a in x["add_ns"]) for x in j)))' \
     build-release/smoke/summary.json ||
-    { echo "main job smoke: the jobs lack the machine's round trip"; exit 1; }
+    { echo "main job smoke: the jobs lack the machine's round trip or add loop"; exit 1; }
 echo "main job smoke: all outputs present, every verification passed"
 stage "all passed"
