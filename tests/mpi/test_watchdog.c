@@ -4,6 +4,7 @@
  * report. argv[1]: lock | fence | pscw (the origin waits for the post) |
  * pscw_wait (the target waits for the complete). */
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,34 +38,25 @@ int main(int argc, char **argv)
         if (rank == 0)
             usleep(stall);
         MPI_Win_fence(0, win);
-    } else if (!strcmp(mode, "pscw")) {
+    } else if (!strncmp(mode, "pscw", 4)) {
+        /* pscw: the target stalls before its post, which the origin's put
+         * awaits; pscw_wait: the origin stalls before its complete, which
+         * the target's MPI_Win_wait awaits. */
+        const bool stall_post = !strcmp(mode, "pscw");
         MPI_Group world, peer;
         int other = 1 - rank;
         MPI_Comm_group(MPI_COMM_WORLD, &world);
         MPI_Group_incl(world, 1, &other, &peer);
         if (rank == 1) {
-            usleep(stall);
+            if (stall_post)
+                usleep(stall);
             MPI_Win_post(peer, 0, win);
             MPI_Win_wait(win);
         } else if (rank == 0) {
             MPI_Win_start(peer, 0, win);
             MPI_Put(&one, 1, MPI_INT, 1, 0, 1, MPI_INT, win);
-            MPI_Win_complete(win);
-        }
-        MPI_Group_free(&peer);
-        MPI_Group_free(&world);
-    } else if (!strcmp(mode, "pscw_wait")) {
-        MPI_Group world, peer;
-        int other = 1 - rank;
-        MPI_Comm_group(MPI_COMM_WORLD, &world);
-        MPI_Group_incl(world, 1, &other, &peer);
-        if (rank == 1) {
-            MPI_Win_post(peer, 0, win);
-            MPI_Win_wait(win);
-        } else if (rank == 0) {
-            MPI_Win_start(peer, 0, win);
-            MPI_Put(&one, 1, MPI_INT, 1, 0, 1, MPI_INT, win);
-            usleep(stall);
+            if (!stall_post)
+                usleep(stall);
             MPI_Win_complete(win);
         }
         MPI_Group_free(&peer);
