@@ -229,7 +229,8 @@ HOST_NAME = {"host": "MPICH"}  # the host this run compares with (--host)
 WINDOW_SWEEP = [1, 100, 400, 1000]
 # The 8-byte rows measured again in JOBS fresh jobs (JOBS_SMOKE at --smoke).
 JOBS, JOBS_SMOKE = 10, 3
-# os_microbench --roundtrip's rows about the machine itself, not either library.
+# os_microbench --roundtrip's rows about the machine itself, not either library:
+# its cache-line round trip, then the origin's add loop before and after.
 MACHINE_ROWS = ("cache-line round trip", "add loop at start", "add loop at end")
 JOB_ROWS = ["put+flush", "get+flush", "accumulate+flush", "fetch_and_op", "compare_and_swap",
             "lock-put-unlock"]
@@ -672,10 +673,10 @@ def job_round_trips(data):
         jobs.setdefault(x["job"], {})[x["benchmark"]] = x
     out = []
     for job, rows in sorted(jobs.items()):
-        rt = rows.get("cache-line round trip")
+        rt = rows.get(MACHINE_ROWS[0])
         if rt:
             adds = [float(rows[b]["native_us"]) if b in rows else float("nan")
-                    for b in ("add loop at start", "add loop at end")]
+                    for b in MACHINE_ROWS[1:]]
             out.append((float(rt["native_us"]), job,
                         [float(rows[b]["onesided_us"]) if b in rows else float("nan") for b in JOB_ROWS],
                         adds))
@@ -1040,12 +1041,13 @@ def main():
         w = csv.DictWriter(f, fieldnames=["benchmark", "case", "native", "onesided", "unit", "ratio", "better"])
         w.writeheader()
         w.writerows(out_rows)
+    round_trips = job_round_trips(data)
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump({"config": {"smoke": smoke, "np": a.np, "log2_local": k, "reps": reps, "host": a.host},
                    "summary": out_rows, "jobs": spread,
                    "job_round_trips": [{"job": j, "round_trip_us": rt, "add_ns": adds,
                                         "onesided_us": dict(zip(JOB_ROWS, one))}
-                                       for rt, j, one, adds in job_round_trips(data)],
+                                       for rt, j, one, adds in round_trips],
                    "hpcc": data.get("hpcc"), "failed": r.failed,
                    "native_crashed": r.native_crashed}, f, indent=1)
     figs = plots(a.out, data)
@@ -1053,7 +1055,7 @@ def main():
         log(f"figure: {p}")
     log(f"results: {a.out}")
     linalg_lines(data)
-    jobs_lines(spread, job_round_trips(data))
+    jobs_lines(spread, round_trips)
     slower_line(out_rows, host)
     if r.failed:
         log(f"FAILED: {', '.join(r.failed)}")

@@ -334,6 +334,7 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
     const os_peer_t *p = &w->peers[target];
     if (p->access != OS_PEER_DIRECT || w->flavor == OS_FLAVOR_DYNAMIC)
         return false;
+    bool await_post = false; /* the epoch's first operation to target (PSCW) */
     switch (w->access) {
     case OS_ACCESS_LOCK_ALL:
         break;
@@ -348,8 +349,8 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
             os_fence_await_entry(w, target);
         break;
     case OS_ACCESS_PSCW:
-        if (request || (w->tstate[target] != OS_T_PSCW_READY &&
-                        w->tstate[target] != OS_T_PSCW_AWAIT_POST))
+        await_post = w->tstate[target] == OS_T_PSCW_AWAIT_POST;
+        if (request || (w->tstate[target] != OS_T_PSCW_READY && !await_post))
             return false;
         break;
     default:
@@ -376,7 +377,7 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
     /* The epoch's first operation to this target waits for its post here,
      * past every check, as the general path would (an erroneous call
      * reports without waiting). */
-    if (w->access == OS_ACCESS_PSCW && w->tstate[target] == OS_T_PSCW_AWAIT_POST)
+    if (await_post)
         os_pscw_await_post(w, target);
     count_kind(w, kind, bytes, request);
     OS_STAT(w, FAST_PATH_OPS, 1);

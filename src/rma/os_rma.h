@@ -381,8 +381,8 @@ typedef struct os_win {
     int *start_ranks;        /* current PSCW access group */
     int nstart;
     os_pscw_peer_t *pscw;    /* [nranks] */
-    int *rank_identity;      /* [nranks + 1] 0, 1, ...: for the MPI front end's ... */
-    int *group_ranks;        /* [nranks + 1] ... translation of a group to window ranks */
+    int *rank_identity;      /* [nranks] 0, 1, ...: for the MPI front end's ... */
+    int *group_ranks;        /* [nranks] ... translation of a group to window ranks */
     int *post_ranks;         /* the current exposure group ... */
     int post_expect;         /* ... of this many origins, */
     int post_remote;         /* this many of them on other nodes, */

@@ -25,13 +25,28 @@ static const char *design_name(const os_win_t *w)
 }
 
 /* The rounds of the node barrier (os_rank_ctl_t.bar_round) whose signal
- * for barrier `seq` this process has received. */
-static int node_barrier_rounds_heard(const os_win_t *w, uint64_t seq)
+ * for barrier `seq` this process has received, of *rounds. */
+static int node_barrier_rounds_heard(const os_win_t *w, uint64_t seq, int *rounds)
 {
-    int heard = 0;
-    for (int k = 0, d = 1; d < w->nranks; k++, d <<= 1)
+    int heard = 0, k = 0;
+    for (int d = 1; d < w->nranks; k++, d <<= 1)
         heard += atomic_load(&w->ctl[w->rank].bar_round[k]) >= seq;
+    *rounds = k;
     return heard;
+}
+
+/* This process's row of the complete matrix (os_win_t.complete). */
+static inline const _Atomic uint64_t *complete_row(const os_win_t *w)
+{
+    return &w->complete[(size_t)w->node_index[w->rank] * w->complete_stride];
+}
+
+/* Whether node-mate o has called MPI_Win_complete for the exposure epoch
+ * open here (acquire: its epoch's operations happen before). */
+static inline bool complete_heard(const os_win_t *w, const _Atomic uint64_t *row, int o)
+{
+    return atomic_load_explicit(&row[w->node_index[o]], memory_order_acquire) >
+           w->pscw[o].completes_seen;
 }
 
 static void describe_fence(const os_wait_site_t *s, char *buf, size_t len)
@@ -40,14 +55,12 @@ static void describe_fence(const os_wait_site_t *s, char *buf, size_t len)
     const int p = (int)(w->fence_syncs & 1);
     const os_rank_ctl_t *me = &w->ctl[w->rank];
     int n = os_win_describe(w, buf, len);
-    int rounds = 0;
-    for (int d = 1; d < w->nranks; d <<= 1)
-        rounds++;
+    int rounds;
+    const int heard = node_barrier_rounds_heard(w, w->fence_syncs + 1, &rounds);
     snprintf(buf + n, len - (size_t)n, ", fence %llu: heard from %d of the node barrier's %d "
              "rounds (%d processes); %llu origins announced operations to this process, "
              "%llu finished",
-             (unsigned long long)w->fence_syncs, node_barrier_rounds_heard(w, w->fence_syncs + 1),
-             rounds, w->nranks,
+             (unsigned long long)w->fence_syncs, heard, rounds, w->nranks,
              (unsigned long long)atomic_load(&me->fence_expect[p]),
              (unsigned long long)atomic_load(&me->fence_done[p]));
 }
@@ -55,13 +68,11 @@ static void describe_fence(const os_wait_site_t *s, char *buf, size_t len)
 static void describe_wait(const os_wait_site_t *s, char *buf, size_t len)
 {
     const os_win_t *w = s->obj;
-    const _Atomic uint64_t *row =
-        &w->complete[(size_t)w->node_index[w->rank] * w->complete_stride];
+    const _Atomic uint64_t *row = complete_row(w);
     uint64_t heard = atomic_load(&w->ctl[w->rank].pscw_done);
     for (int i = 0; i < w->post_expect; i++) {
         const int o = w->post_ranks[i];
-        heard += w->peers[o].access != OS_PEER_REMOTE &&
-                 atomic_load(&row[w->node_index[o]]) > w->pscw[o].completes_seen;
+        heard += w->peers[o].access != OS_PEER_REMOTE && complete_heard(w, row, o);
     }
     int n = os_win_describe(w, buf, len);
     snprintf(buf + n, len - (size_t)n, ", %llu of the %d origins of the post group called "
@@ -372,13 +383,10 @@ os_status_t os_win_complete(os_win_t *w)
  * epochs' operations happen before. */
 static bool pscw_all_complete(os_win_t *w)
 {
-    const _Atomic uint64_t *row =
-        &w->complete[(size_t)w->node_index[w->rank] * w->complete_stride];
+    const _Atomic uint64_t *row = complete_row(w);
     for (; w->post_next < w->post_expect; w->post_next++) {
         const int o = w->post_ranks[w->post_next];
-        if (w->peers[o].access != OS_PEER_REMOTE &&
-            atomic_load_explicit(&row[w->node_index[o]], memory_order_acquire) <=
-                w->pscw[o].completes_seen)
+        if (w->peers[o].access != OS_PEER_REMOTE && !complete_heard(w, row, o))
             return false;
     }
     return !w->post_remote ||

@@ -315,8 +315,8 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     w->pscw = calloc((size_t)w->nranks, sizeof *w->pscw);
     w->start_ranks = malloc((size_t)w->nranks * sizeof *w->start_ranks);
     w->post_ranks = malloc((size_t)w->nranks * sizeof *w->post_ranks);
-    w->group_ranks = malloc((size_t)(w->nranks + 1) * sizeof *w->group_ranks);
-    w->rank_identity = malloc((size_t)(w->nranks + 1) * sizeof *w->rank_identity);
+    w->group_ranks = malloc((size_t)w->nranks * sizeof *w->group_ranks);
+    w->rank_identity = malloc((size_t)w->nranks * sizeof *w->rank_identity);
     w->node_ranks = malloc((size_t)w->nranks * sizeof *w->node_ranks);
     w->node_index = malloc((size_t)w->nranks * sizeof *w->node_index);
     if (!all || !data_off || !w->peers || !w->tstate || !w->fence_seen || !w->pscw ||
@@ -325,7 +325,7 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
         st = OS_ERR(OS_ERR_NOMEM, "window of %d processes", w->nranks);
         goto fail;
     }
-    for (int r = 0; r <= w->nranks; r++)
+    for (int r = 0; r < w->nranks; r++)
         w->rank_identity[r] = r;
     /* Everything the window needs from the others, in one collective. */
     PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, w->comm);
