@@ -26,6 +26,9 @@
  *    alone in chunks, more requests again;
  *  - onesided_remote_get_request_max=0 on a window sends its gets by UCX:
  *    fewer requests than under the default, the data checked the same;
+ *  - onesided_remote_put_request_max=8192 sends the larger puts whole by
+ *    UCX's put (the automatic bound is 64 KiB on UCX 1.20, none on 1.13):
+ *    fewer requests than under the default, the data checked the same;
  *  - onesided_remote_request_max=0 on a window turns the path off;
  *  - which path ran: with --expect tcp (ONESIDED_UCX_TLS=tcp,self, or real
  *    hosts over TCP) the counters remote_small_requests and (but for the
@@ -384,6 +387,15 @@ int main(int argc, char **argv)
     if (expect_tcp)
         CHECK(last_small < small_default,
               "%llu requests under the default, %llu with gets by UCX: expected fewer there",
+              (unsigned long long)small_default, (unsigned long long)last_small);
+    /* Puts as requests up to 8192 bytes, larger ones by UCX's put, whole:
+     * the bursts' 8193- and 20000-byte puts leave the request path (under
+     * the default they are one request each). */
+    run_with("onesided_remote_put_request_max", "8192", true);
+    if (expect_tcp)
+        CHECK(last_small < small_default,
+              "%llu requests under the default, %llu with puts above 8192 bytes by UCX: "
+              "expected fewer there",
               (unsigned long long)small_default, (unsigned long long)last_small);
     run_with("onesided_remote_request_max", "0", false);
     return t_finish("test_small_requests");

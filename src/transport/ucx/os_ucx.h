@@ -62,6 +62,11 @@ void *os_ucx_rkey_ptr(void *rkey, uint64_t raddr);
 /* With ONESIDED_VERBOSE >= 1, the endpoint's lanes and protocols as UCX
  * chose them (ucp_ep_print_info), once per process. */
 void os_ucx_report_transports(int peer);
+/* UCX's own puts over TCP stream at its active messages' rate: UCX 1.20
+ * and later (measured on 1.20.1; 1.13 streamed them at a third of it).
+ * Large puts to a target reached over TCP alone are then left to UCX
+ * (net/origin.c). */
+bool os_ucx_tcp_puts_stream(void);
 /* Every transport UCX uses toward peer is TCP (no RDMA: its worker carries
  * each put and get). */
 bool os_ucx_tcp_only(int peer);

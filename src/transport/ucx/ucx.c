@@ -465,6 +465,13 @@ static int lanes_of(int peer)
     return v;
 }
 
+bool os_ucx_tcp_puts_stream(void)
+{
+    unsigned major, minor, release;
+    ucp_get_version(&major, &minor, &release);
+    return major > 1 || (major == 1 && minor >= 20);
+}
+
 bool os_ucx_tcp_only(int peer)
 {
     return lanes_of(peer) & LANES_TCP;
