@@ -188,17 +188,17 @@ void os_log_set_rank(int rank);
       "accumulates, fetch_and_op and compare_and_swap, whose results come with the reply by "  \
       "the next flush (stat remote_small_requests). A request's data is also buffered once "   \
       "at each end while in flight, hence the bound: larger contiguous puts (up to "          \
-      "ONESIDED_REMOTE_PUT_REQUEST_MAX) go in requests of this many bytes, others by UCX. Not on RDMA hardware or shared memory, "             \
-      "where UCX needs no help from the target. 0 = always UCX (puts, gets, network "          \
-      "atomics).")                                                                             \
+      "ONESIDED_REMOTE_PUT_REQUEST_MAX) go in requests of this many bytes, others by UCX. "   \
+      "Not on RDMA hardware or shared memory, where UCX needs no help from the target. "      \
+      "0 = always UCX (puts, gets, network atomics).")                                         \
     X(remote_put_request_max, int, "ONESIDED_REMOTE_PUT_REQUEST_MAX",                          \
       "onesided_remote_put_request_max", "-1",                                                 \
       "Of those requests, puts of at most this many bytes (and at most "                       \
       "ONESIDED_REMOTE_REQUEST_MAX); larger ones go whole by UCX's put instead of in requests. " \
-      "-1 = automatic: 65536 on UCX 1.20 and later, whose own TCP puts stream at native MPI's " \
-      "rate (1 MB puts across two hosts: 0.93-1.12x MPICH 5's bandwidth by UCX's put, "         \
-      "0.67-0.91x in requests), no bound of its own before (UCX 1.13 streams TCP puts at a "    \
-      "third of its active messages' rate). 0 = puts always by UCX.")                          \
+      "-1 = automatic: 65536 on UCX 1.20 and later, whose own TCP puts stream at native "     \
+      "MPI's rate (bursts of 256 KB and 1 MB puts across two hosts: 0.96-1.13x MPICH 5's "      \
+      "bandwidth by UCX's put, 0.66-0.75x in requests); no bound of its own before (UCX 1.13 " \
+      "streams TCP puts at a third of its active messages' rate). 0 = puts always by UCX.")    \
     X(remote_get_request_max, int, "ONESIDED_REMOTE_GET_REQUEST_MAX",                          \
       "onesided_remote_get_request_max", "65536",                                              \
       "Of those requests, gets of at most this many bytes (and at most "                       \

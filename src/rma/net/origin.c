@@ -141,10 +141,12 @@ static size_t get_request_max(const os_win_t *w, const os_rma_op_t *op)
 /* The largest put that goes in requests (one, or chunks of
  * remote_request_max). Above it UCX's own put: on UCX 1.20 that streams at
  * native MPI's rate over TCP, where requests, each buffered once at both
- * ends and applied by the target's thread, reached 0.67-0.91 of it for
- * 32 KB-1 MB across two hosts (4 alternating pairs of jobs, MPICH 5.0.2);
- * UCX 1.13's put streamed at a third. Up to 64 KiB a request's one round
- * trip keeps its lead in latency (32 KB with flush: 42 against 73 us). */
+ * ends and applied by the target's thread, moved bursts of 256 KB and 1 MB
+ * puts across two hosts at 0.66-0.75 of it (MPICH 5.0.2, 4 jobs against 3
+ * taken in turn); UCX 1.13's put streamed at a third. Up to 64 KiB a
+ * request's one round trip keeps its lead in latency (32 KB with flush: 42
+ * against 73 us). What it costs: a PSCW epoch's complete waits for UCX's
+ * flush of such a put before its own request goes (os_remote_complete). */
 enum { AUTO_PUT_REQUEST_MAX = 65536 };
 
 static size_t put_request_max(const os_win_t *w)
