@@ -41,6 +41,7 @@ static struct {
      * the progress thread stays off while these say that an application
      * thread polls the worker. */
     _Atomic uint64_t app_waited, host_polled, host_loop_until;
+    bool tcp_puts_stream; /* os_ucx_tcp_puts_stream, from the version at init */
 } U = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .efd = -1 };
 
 /* Why our own lock and a worker in UCS_THREAD_MODE_SERIALIZED, not UCX's
@@ -119,6 +120,9 @@ os_status_t os_ucx_init(bool one_host, void **addr, size_t *len)
         U.ctx = NULL;
         return ucs_err(s, "ucp_worker_create");
     }
+    unsigned major, minor, release;
+    ucp_get_version(&major, &minor, &release);
+    U.tcp_puts_stream = major > 1 || (major == 1 && minor >= 20);
     /* The progress thread sleeps on it; without one it naps instead. */
     if (ucp_worker_get_efd(U.worker, &U.efd) != UCS_OK)
         U.efd = -1;
@@ -467,9 +471,7 @@ static int lanes_of(int peer)
 
 bool os_ucx_tcp_puts_stream(void)
 {
-    unsigned major, minor, release;
-    ucp_get_version(&major, &minor, &release);
-    return major > 1 || (major == 1 && minor >= 20);
+    return U.tcp_puts_stream;
 }
 
 bool os_ucx_tcp_only(int peer)
