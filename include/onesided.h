@@ -213,6 +213,9 @@ typedef enum {
     ONESIDED_STAT_COMPLETE_BEHIND_RDMA, /* MPI_Win_complete toward another node of this host
                                        ordered behind the epoch's RDMA by ucp_worker_fence
                                        instead of a flush */
+    ONESIDED_STAT_FLUSH_NO_BARRIER, /* ... of flushes: those of mapped memory that needed no memory
+                                       barrier, every operation since the last one having been a
+                                       locked CPU atomic or a one-element get (x86) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

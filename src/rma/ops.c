@@ -102,6 +102,7 @@ os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op)
     os_status_t st = target_range(w, op, &taddr);
     if (st)
         return st;
+    w->stores_unordered = true; /* whatever path applies it (os_flush_barrier) */
     if (w->peers[op->target].access == OS_PEER_REMOTE)
         return os_remote_execute(w, op, taddr);
     if (w->nreq.slots && os_nreq_execute(w, op, taddr, &st))
@@ -383,18 +384,23 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
     OS_STAT(w, FAST_PATH_OPS, 1);
     if (w->access == OS_ACCESS_FENCE)
         w->fence_epoch_ops++;
+    /* Plain stores the next flush must order (os_flush_barrier): all but
+     * a one-element get's move and the element atomics below. */
     switch (kind) {
     case OS_RMA_PUT:
+        w->stores_unordered = true;
         if (count == 1 && t->predefined)
             copy_element(taddr, origin, e);
         else
             os_copy(taddr, origin, bytes);
         return true;
     case OS_RMA_GET:
-        if (count == 1 && t->predefined)
+        if (count == 1 && t->predefined) {
             copy_element((void *)origin, taddr, e);
-        else
+        } else {
+            w->stores_unordered = true; /* os_copy may take string or streaming stores */
             os_copy((void *)origin, taddr, bytes);
+        }
         return true;
     default:
         break;
@@ -404,6 +410,7 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
     if (mode == OS_ACC_ATOMIC && kind != OS_RMA_CAS && os_acc_bulk(w, bytes)) {
         /* Bulk: the handshake holds off CPU atomics, then plain reductions. */
         os_reduce_fn loop = origin ? os_reduce_loop(rop, (os_basic_t)t->basic, e) : NULL;
+        w->stores_unordered = true;
         os_acc_bulk_enter(w, target);
         if (fetch)
             os_copy(result, taddr, bytes);
@@ -424,11 +431,15 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
             os_reduce_atomic(rop, (os_basic_t)t->basic, e, taddr, origin,
                              fetch ? result : NULL, count);
         os_acc_atomic_exit(w);
+        /* Entering was a locked instruction after every earlier store, and
+         * every update of the target since one too (os_flush_barrier). */
+        w->stores_unordered = false;
         OS_STAT(w, ACC_ATOMIC_ELEMS, count);
         return true;
     }
     /* Exclusive lock: nobody else may touch the target window, so plain
      * loads and stores are atomic enough. */
+    w->stores_unordered = true;
     if (kind == OS_RMA_CAS) {
         char old[64];
         memcpy(old, taddr, e);

@@ -375,6 +375,12 @@ typedef struct os_win {
     uint64_t fences;         /* fences so far, the same count in every process */
     uint64_t *fence_seen;    /* [nranks] fences[target] when target was last seen entered */
     uint64_t fence_epoch_ops; /* operations issued since the last fence */
+    /* An operation since the last full barrier stored into window or origin
+     * memory with plain stores, which may still sit in this CPU's store
+     * buffer: the next flush of mapped memory orders them before the loads
+     * that follow (os_flush_barrier). Element atomics clear it: their
+     * locked instruction drains every earlier store itself. */
+    bool stores_unordered;
     uint64_t fence_syncs;    /* synchronizing fences so far */
     uint8_t *tstate;         /* [nranks] per-target epoch state */
     int nlocked;
@@ -810,9 +816,36 @@ os_status_t os_win_unlock(os_win_t *w, int target);
 os_status_t os_win_lock_all(os_win_t *w, int assert);
 os_status_t os_win_unlock_all(os_win_t *w);
 os_status_t os_win_flush(os_win_t *w, int target, bool all);
+
+/* The memory barrier of a flush whose operations all completed when they
+ * were issued (mapped memory, no coalesced accumulates, no other node).
+ * It orders this process's loads after its puts, as the host MPIs' own
+ * flush does (x86 keeps stores in order, not a store and a later load).
+ * On x86 a flush after locked CPU atomics and one-element gets alone needs
+ * none (a locked instruction, which costs what the barrier costs, 10-15 ns
+ * here, is one): each atomic's update of the target is its locked
+ * instruction, which waited for every earlier store and which no later
+ * load passes; a get's load is ordered before everything after it, and its
+ * one store lands in the origin's buffer, which others read only after a
+ * later synchronization that x86's store order carries. What is left in
+ * the store buffer then is that and the atomic's fetched value: the
+ * origin's own memory. Threads (MPI_THREAD_MULTIPLE) share no store
+ * buffer, and their operations keep the barrier. */
+static inline void os_flush_barrier(os_win_t *w)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (!w->stores_unordered && !os_threaded) {
+        OS_STAT(w, FLUSH_NO_BARRIER, 1);
+        return;
+    }
+#endif
+    atomic_thread_fence(memory_order_seq_cst);
+    w->stores_unordered = false;
+}
+
 /* The flush of one target whose operations all completed when they were
  * issued (mapped memory, no coalesced accumulates, no other node) in a
- * passive-target epoch: a memory barrier, inline in the front end. False,
+ * passive-target epoch: the barrier alone, inline in the front end. False,
  * having done nothing, for anything else, which os_win_flush decides. */
 static inline bool os_win_flush_done(os_win_t *w, int target)
 {
@@ -821,9 +854,7 @@ static inline bool os_win_flush_done(os_win_t *w, int target)
           (w->access == OS_ACCESS_LOCK && w->tstate[target] != OS_T_NONE)))
         return false;
     OS_STAT(w, FLUSHES, 1);
-    /* Orders this process's loads after its puts, as the host MPIs' own
-     * flush does (x86 keeps stores in order, not a store and a later load). */
-    atomic_thread_fence(memory_order_seq_cst);
+    os_flush_barrier(w);
     return true;
 }
 os_status_t os_win_sync(os_win_t *w);

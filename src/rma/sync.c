@@ -630,7 +630,7 @@ os_status_t os_win_flush(os_win_t *w, int target, bool all)
      * memory barrier alone (the common case of one node, kept short). */
     if (!w->acc_batch && !w->multinode) {
         OS_STAT(w, FLUSHES, 1);
-        atomic_thread_fence(memory_order_seq_cst);
+        os_flush_barrier(w);
         return OS_OK;
     }
     /* Otherwise complete coalesced accumulates and remote operations too,
