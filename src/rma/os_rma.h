@@ -430,7 +430,8 @@ typedef struct os_win {
         os_nreq_slot_t *slots;   /* [nlocal targets][nlocal origins]; NULL: none */
         int *index;              /* [nranks] position in the node, -1 elsewhere */
         int nlocal, me;
-        struct os_win *next;     /* the windows this process serves */
+        struct os_win *next;     /* the windows this process serves, a list */
+        struct os_win **prev;    /* ... whose link to this one: O(1) removal */
     } nreq;
 
     /* operations queued to the closing fence */
