@@ -412,7 +412,8 @@ void os_hmap_destroy(os_hmap_t *m);
  * source's (glibc bug 30994, fixed in 2.39 by not taking `rep movsb` on
  * Zen). A buffer from malloc (a page plus 16 bytes) read from page-aligned
  * window memory is exactly that case: a 256 KB get took 150 us, 30 after.
- * Such copies go in pieces glibc copies with vector loads and stores. */
+ * Such copies go in pieces glibc copies with vector loads and stores, on
+ * CPUs other than Intel's (copy.c: there glibc avoids it itself). */
 void os_copy_short_distance(void *dst, const void *src, size_t n);
 static inline void os_copy(void *dst, const void *src, size_t n)
 {
