@@ -666,13 +666,14 @@ def summarize(data):
     return rows
 
 
-def job_spread(data):
+def job_spread(data, split=False):
     """Per 8-byte row: each job's figure, native and onesided, across fresh
     jobs; and each job's ratio onesided / native. Both sides run in the same
     job, their repetitions in turn, so a job's ratio compares them on the
     same machine state, where the VM's speed moves both sides' figures by up
     to 2x from job to job. The worst job's ratio answers "faster in every
-    run"."""
+    run". With `split` (the host's own RMA crashed in those jobs, and each
+    side ran in a job of its own) a job's ratio compares two jobs."""
     out = []
     for b in JOB_ROWS:
         xs = [x for x in data.get("microbench_jobs", []) if x["benchmark"] == b]
@@ -684,7 +685,7 @@ def job_spread(data):
                           float(x["native_us"]), float(x["onesided_us"])) for x in xs
                          if float(x["native_us"]) > 0)
         worst = per_job[-1] if per_job else (float("nan"), "", float("nan"), float("nan"))
-        out.append({"benchmark": b, "jobs": len(xs), "native": nat, "onesided": one,
+        out.append({"benchmark": b, "jobs": len(xs), "split": split, "native": nat, "onesided": one,
                     "native_median": statistics.median(nat), "onesided_median": statistics.median(one),
                     "ratios": [r for r, _, _, _ in per_job],
                     "jobs_slower": sum(1 for r, _, _, _ in per_job if r > 1),
@@ -725,7 +726,8 @@ def jobs_lines(spread, round_trips=()):
         nm, om = x["native_median"], x["onesided_median"]
         log(f"{x['benchmark']:18s} {nm:8.3f} [{n[0]:.3f}-{n[-1]:.3f}] {n[-1] / nm:4.2f}"
             f" {om:8.3f} [{o[0]:.3f}-{o[-1]:.3f}] {o[-1] / om:4.2f} {om / nm:12.2f}")
-    log("each job's own ratio onesided / native (both in the same job): median [best - worst job], "
+    same = "each side in a job of its own: native crashed" if spread[0]["split"] else "both in the same job"
+    log(f"each job's own ratio onesided / native ({same}): median [best - worst job], "
         "jobs where onesided was slower")
     for x in spread:
         q = x["ratios"]
@@ -1059,12 +1061,13 @@ def main():
         data["hpcc"] = run_hpcc(r, total, total, a.np, k)
 
     summary = summarize(data)
-    spread = job_spread(data)
+    spread = job_spread(data, any(c.startswith("microbench-jobs-") for c in r.native_crashed))
     summary += [(f"microbench (allocate, median of {x['jobs']} jobs)", x["benchmark"], x["native_median"],
                  x["onesided_median"], "us", "lower") for x in spread]
     # The job where onesided did worst against native in that same job: a
     # row that is slower whenever any one run was.
-    summary += [(f"microbench (allocate, worst of {x['jobs']} jobs)", x["benchmark"],
+    summary += [(f"microbench (allocate, worst of {x['jobs']} jobs{', each side alone' if x['split'] else ''})",
+                 x["benchmark"],
                  x["worst_job"]["native_us"], x["worst_job"]["onesided_us"], "us", "lower")
                 for x in spread if x["ratios"]]
     host = HOST_NAME["host"]
