@@ -29,8 +29,9 @@ static size_t rep_movsb_stop(void)
  * Intel, where glibc (2.33 and later) already avoids `rep movsb` at a short
  * distance on CPUs with FSRM (`ld.so --list-diagnostics`:
  * Avoid_Short_Distance_REP_MOVSB=1 on this project's Xeon), and the pieces
- * only cost: 1 MB gets in bursts ran at 0.86-0.95 of the host MPIs' rate
- * in pieces (rma_sweep, Open MPI 5.0.11 and MPICH 5.0.2). Read once. */
+ * only cost: bursts of 256 KB and 1 MB gets into a malloc buffer ran at a
+ * median 0.89 of Open MPI 5.0.11's bandwidth in pieces and 1.00 without
+ * (rma_sweep, 4 alternating pairs of jobs). The vendor is read once. */
 #if defined(__x86_64__)
 #include <cpuid.h>
 static bool pieces_needed(void)
