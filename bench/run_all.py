@@ -173,7 +173,7 @@ class Runner:
             # The rows native survives, once more with both sides in one job:
             # a row compared across two jobs compares two states of the VM
             # (Open MPI 4.1's put/pscw at 512 B came out 2.6x across jobs
-            # and 0.52-0.54x within one).
+            # and 0.52-0.57x within one).
             rc = -1
             if good:
                 rc, _ = self.execute(f"{name}-together", cmd + [flag, ",".join(good)], env, cwd)
