@@ -220,7 +220,7 @@ static os_status_t drain_one(os_win_t *w, int target)
     }
     /* A short batch to a node-mate that polls: applied by it as requests
      * (node_request.c), without the mutex held here, which it takes. */
-    if (w->nreq.slots) {
+    if (w->nreq.peers) {
         size_t done = os_nreq_acc_batch(w, target, b, &st);
         if (done == b->n || st) {
             OS_STAT(w, ACC_BATCHES, 1);

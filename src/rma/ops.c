@@ -105,7 +105,7 @@ os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op)
     w->stores_unordered = true; /* whatever path applies it (os_flush_barrier) */
     if (w->peers[op->target].access == OS_PEER_REMOTE)
         return os_remote_execute(w, op, taddr);
-    if (w->nreq.slots && os_nreq_execute(w, op, taddr, &st))
+    if (w->nreq.peers && os_nreq_execute(w, op, taddr, &st))
         return st;
     switch (op->kind) {
     case OS_RMA_PUT:

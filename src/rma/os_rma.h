@@ -16,6 +16,7 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -162,14 +163,23 @@ typedef struct {
     _Alignas(OS_CACHELINE) _Atomic uint64_t bar_round[OS_BAR_ROUNDS];
 } os_rank_ctl_t;
 
-/* Node requests (node_request.c): per process of the node, in a segment of
- * the node, its heartbeat (when it last polled, in os_ticks) and doorbell,
- * on one line; per window the same line per target, whose doorbell alone
- * is used; per (target, origin) pair a slot holding one small operation. */
+/* Node requests (node_request.c), in a segment of the node made at start-up:
+ * per process its heartbeat (when it last polled, in os_ticks), on a line
+ * of its own; per (target, origin) pair of processes one slot, shared by
+ * all of the target's windows (the request names its window by the
+ * target's key). An operation of up to OS_NREQ_LINE_DATA bytes in and out
+ * (8-byte put, get, accumulate, fetch_and_op, compare_and_swap) fits the
+ * slot's first line with its header: one line goes to the target and back.
+ * Longer payloads continue in the following lines, and runs after the
+ * first after the payload. */
 typedef struct {
     _Alignas(OS_CACHELINE) _Atomic uint64_t heartbeat;
-    _Atomic uint32_t bell;
 } os_nreq_line_t;
+
+typedef struct {
+    uint64_t addr; /* in the target's address space */
+    uint32_t len;
+} os_nreq_run_t;
 
 #define OS_NREQ_RUNS 4
 #define OS_NREQ_PAYLOAD 192
@@ -178,13 +188,17 @@ typedef struct {
     uint8_t kind, op, basic, nruns;  /* os_rma_kind_t, os_op_t, os_basic_t */
     uint16_t esize;
     int16_t status;                  /* the target's answer: an os_status_t code */
-    uint32_t bytes;                  /* target bytes, in the runs below */
-    uint32_t in;                     /* origin (and compare) bytes first in data; the
+    uint16_t bytes;                  /* target bytes, in the runs */
+    uint16_t in;                     /* origin (and compare) bytes first in data; the
                                       * fetched bytes follow them */
-    uint64_t addr[OS_NREQ_RUNS];     /* in the target's address space */
-    uint32_t len[OS_NREQ_RUNS];
+    uint64_t window;                 /* the target's key of the window (os_nreq_reserve) */
+    os_nreq_run_t run0;
     char data[OS_NREQ_PAYLOAD];
+    os_nreq_run_t runs[OS_NREQ_RUNS - 1]; /* runs 1.. */
 } os_nreq_slot_t;
+#define OS_NREQ_LINE_DATA 24
+_Static_assert(offsetof(os_nreq_slot_t, data) + OS_NREQ_LINE_DATA == OS_CACHELINE,
+               "a one-element request and its header share the slot's first line");
 /* Node processes whose windows get mailboxes (a slot per pair). */
 #define OS_NREQ_MAX_NODE 64
 
@@ -295,11 +309,7 @@ typedef struct os_shell {
     struct os_ctl_slab *ctl_slab; /* ... an area of this slab (shell.c) */
     int ctl_area;
     size_t ctl_bytes, post_off, post_stride, complete_off, complete_stride, regions_off;
-    /* node requests: the lines (cleared with the rest for each window), then
-     * the slots, past ctl_clear (left alone: every slot is empty again when
-     * its window is freed, and the pages of unused pairs stay untouched);
-     * 0 when the node is too large or a single process */
-    size_t nreq_lines_off, nreq_slots_off, ctl_clear;
+    size_t ctl_clear;     /* the bytes of it in use, cleared for each window */
     int inline_regions;   /* dynamic-window region copies per process */
     os_shm_seg_t data;    /* allocate flavors: the node's data, kept for the next window */
     /* A shell spanning nodes has UCX allocate the data (shell.c), so that
@@ -426,12 +436,12 @@ typedef struct os_win {
     /* node requests (node_request.c): set on MPI_Win_create windows with
      * memory that some node-mate reaches by CMA */
     struct {
-        os_nreq_line_t *lines;   /* [nlocal], in the control area */
-        os_nreq_slot_t *slots;   /* [nlocal targets][nlocal origins]; NULL: none */
-        int *index;              /* [nranks] position in the node, -1 elsewhere */
-        int nlocal, me;
-        struct os_win *next;     /* the windows this process serves, a list */
-        struct os_win **prev;    /* ... whose link to this one: O(1) removal */
+        uint64_t key;            /* this process's key of the window (0: none) */
+        bool served;             /* its requests are served here */
+        struct os_nreq_peer {
+            uint64_t key;        /* the rank's key of the window, 0 off this node */
+            int32_t line;        /* its position in the node segment */
+        } *peers;                /* [nranks]; NULL: no requests on this window */
     } nreq;
 
     /* operations queued to the closing fence */
@@ -774,14 +784,19 @@ os_status_t os_remote_complete(os_win_t *w, int target);
 void os_remote_stats_sync(os_win_t *w);
 
 /* node_request.c */
-/* The node's line per process (heartbeat, doorbell), collective over world
- * at start-up; node_size as os_node_comm. On failure node requests stay off. */
+/* The node's lines and slots, collective over world at start-up; node_size
+ * as os_node_comm. On failure node requests stay off. */
 os_status_t os_nreq_node_init(MPI_Comm world, int node_size);
 void os_nreq_node_finalize(void);
-/* Give the window a mailbox when its memory needs one (node_index[r]: r's
- * position among the node's nlocal processes, -1 elsewhere); then this
- * process serves it. Detach after the window's last barrier. */
-void os_nreq_attach(os_win_t *w, const int *node_index, int nlocal);
+/* This process's key for a new MPI_Win_create window, for the others to name
+ * it in requests (0 when node requests are off); before the creation's
+ * collective that spreads it. */
+uint64_t os_nreq_reserve(os_win_t *w);
+/* Give the window node requests when its memory needs them (node_index[r]:
+ * r's position among the node's nlocal processes, -1 elsewhere; keys[r]:
+ * r's key of it); then this process serves it. Detach after the window's
+ * last barrier, or when its creation fails (it gives the key back). */
+void os_nreq_attach(os_win_t *w, const int *node_index, int nlocal, const uint64_t *keys);
 void os_nreq_detach(os_win_t *w);
 /* A small operation on a CMA peer whose heartbeat says it polls: applied by
  * it, complete on return (*st). false: nothing was done, use CMA. */

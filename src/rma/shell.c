@@ -275,8 +275,8 @@ static os_comm_cache_t *cache_of(MPI_Comm comm)
 }
 
 /* Lay the control area out, in this order:
- * rank control blocks | post matrix | complete matrix | region tables |
- * node-request lines | node-request slots (node_request.c). */
+ * rank control blocks | post matrix | complete matrix | region tables.
+ * (Node requests have a segment of the node's own: node_request.c.) */
 static void layout(os_shell_t *s)
 {
     size_t off = (size_t)s->nranks * sizeof(os_rank_ctl_t);
@@ -293,18 +293,7 @@ static void layout(os_shell_t *s)
     off += (size_t)s->node_size * s->complete_stride * sizeof(uint64_t);
     s->regions_off = off;
     off += (size_t)s->nranks * (size_t)s->inline_regions * sizeof(os_region_t);
-    s->nreq_lines_off = s->nreq_slots_off = 0;
-    if (s->node_size > 1 && s->node_size <= OS_NREQ_MAX_NODE) {
-        off = OS_ALIGN_UP(off, OS_CACHELINE);
-        s->nreq_lines_off = off;
-        off += (size_t)s->node_size * sizeof(os_nreq_line_t);
-        s->ctl_clear = off;
-        off = OS_ALIGN_UP(off, PAGE);
-        s->nreq_slots_off = off;
-        off += (size_t)s->node_size * (size_t)s->node_size * sizeof(os_nreq_slot_t);
-    } else {
-        s->ctl_clear = off;
-    }
+    s->ctl_clear = off;
     s->ctl_bytes = OS_ALIGN_UP(off, PAGE);
 }
 

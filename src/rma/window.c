@@ -25,6 +25,7 @@ typedef struct {
     int32_t lock, lock_policy, lock_streak; /* agreed: every locker must use one design */
     int32_t acc_direct;    /* agreed: a network atomic is atomic only if no process bulk-stores */
     int32_t hints_stale;   /* agreed: the host handle needs the window's hints (collective) */
+    uint64_t nreq_key;     /* MPI_Win_create: its key of the window in node requests */
 } peer_info_t;
 
 MPI_Comm os_world = MPI_COMM_NULL, os_self = MPI_COMM_NULL;
@@ -170,13 +171,21 @@ static os_nodes_t choose_nodes(os_flavor_t flavor, void *base, MPI_Aint size,
 static os_status_t attach_node_requests(os_win_t *w, const peer_info_t *all, int node)
 {
     int *index = malloc((size_t)w->nranks * sizeof *index), n = 0;
-    if (!index)
-        return OS_ERR(OS_ERR_NOMEM, "node positions of %d ranks", w->nranks);
-    for (int r = 0; r < w->nranks; r++)
+    uint64_t *keys = malloc((size_t)w->nranks * sizeof *keys);
+    os_status_t st = OS_OK;
+    if (!index || !keys) {
+        st = OS_ERR(OS_ERR_NOMEM, "node positions of %d ranks", w->nranks);
+        goto out;
+    }
+    for (int r = 0; r < w->nranks; r++) {
         index[r] = all[r].node == node ? n++ : -1;
-    os_nreq_attach(w, index, n);
+        keys[r] = all[r].nreq_key;
+    }
+    os_nreq_attach(w, index, n, keys);
+out:
     free(index);
-    return OS_OK;
+    free(keys);
+    return st;
 }
 
 static void unmap_peers(os_win_t *w)
@@ -299,7 +308,8 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
                           .world = world_rank, .node = sh->node_first, .lock = cfg->lock,
                           .lock_policy = cfg->lock_policy, .lock_streak = cfg->lock_streak,
                           .acc_direct = cfg->acc_direct,
-                          .hints_stale = os_shell_hints_stale(sh, hints, shared_flavor) };
+                          .hints_stale = os_shell_hints_stale(sh, hints, shared_flavor),
+                          .nreq_key = flavor == OS_FLAVOR_CREATE ? os_nreq_reserve(w) : 0 };
     if (region) {
         mine.region_fd = region->fd;
         mine.region_size = region->size;
@@ -442,6 +452,7 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
         free(data_off);
         all = NULL;
         data_off = NULL;
+        os_nreq_detach(w);
         os_shell_put(sh);
         free_parts(w);
         st = win_create(flavor, base, size, disp_unit, cfg, noncontig, hints, comm, region,

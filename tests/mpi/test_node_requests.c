@@ -15,7 +15,13 @@
  *  4. with ONESIDED_NODE_REQUESTS=0 the same results with no request;
  *  5. and there, every operation kind (strided accumulates, fetch_and_op
  *     and compare_and_swap included) counted once in fallback_cma, the
- *     path it took, however many system calls it made.
+ *     path it took, however many system calls it made;
+ *  6. windows sharing a process's slots (one per pair of processes, for
+ *     all its windows; a request names its window by the target's key):
+ *     three windows alive, requests alternating between them, then the
+ *     middle one freed and another made in its place, which takes its
+ *     number again; each word lands in its own window, and with the path
+ *     there some went as requests.
  *
  * The path exists where the node shares memory and CMA is allowed (not
  * under the no-CMA wrapper, not between virtual nodes or hosts); for a
@@ -61,6 +67,28 @@ static void spin_us(double us)
     double end = MPI_Wtime() + us * 1e-6;
     while (MPI_Wtime() < end)
         ;
+}
+
+/* Whether a part's rounds may end, from a count (summed over processes)
+ * the path should make positive: zero where the path does not exist; more,
+ * given a core per process, in some round. The last round fails and ends
+ * the loop (returning false there repeated rounds forever: a timeout
+ * instead of the failure). */
+static bool rounds_done(uint64_t all, bool expected, bool last, const char *counted,
+                        const char *missing)
+{
+    if (!expected) {
+        CHECK(all == 0, "%llu %s where the path does not exist", (unsigned long long)all,
+              counted);
+        return true;
+    }
+    if (t_size > sysconf(_SC_NPROCESSORS_ONLN) || all > 0)
+        return true;
+    if (last) {
+        CHECK(all > 0, "%s, in any round", missing);
+        return true;
+    }
+    return false;
 }
 
 /* 1. Every kind, rank 0 the target, waiting in MPI_Barrier. */
@@ -132,20 +160,8 @@ static bool every_kind(int64_t *mem, MPI_Win win, bool last)
     /* With more processes than cores, a target's polls come between other
      * processes' time slices, too far apart to make a streak: CMA then. On
      * a loaded machine even a core each may not give one: rounds repeat. */
-    if (!path_expected_in_host()) {
-        CHECK(sent == 0, "%llu node requests where the path does not exist",
-              (unsigned long long)sent);
-        return true;
-    }
-    if (t_size > sysconf(_SC_NPROCESSORS_ONLN) || sent > 0)
-        return true;
-    /* The last round fails and ends the loop (returning false there
-     * repeated rounds forever: a timeout instead of the failure). */
-    if (last) {
-        CHECK(sent > 0, "no operation went as a node request in any round");
-        return true;
-    }
-    return false;
+    return rounds_done(sent, path_expected_in_host(), last, "node requests",
+                       "no operation went as a node request");
 }
 
 /* 2. Everybody increments its right neighbour's word, nobody in the host MPI. */
@@ -205,20 +221,8 @@ static bool on_and_off(int64_t *mem, MPI_Win win, bool last)
     /* Thousands of chances in 0.3 s; only with a core per process is the
      * timing certain enough to require one (rounds repeat on a loaded
      * machine). */
-    if (!path_expected()) {
-        CHECK(all == 0, "%llu requests taken back where the path does not exist",
-              (unsigned long long)all);
-        return true;
-    }
-    if (t_size > sysconf(_SC_NPROCESSORS_ONLN) || all > 0)
-        return true;
-    /* The last round fails and ends the loop (returning false there
-     * repeated rounds forever: a timeout instead of the failure). */
-    if (last) {
-        CHECK(all > 0, "no request was taken back from a target that computes, in any round");
-        return true;
-    }
-    return false;
+    return rounds_done(all, path_expected(), last, "requests taken back",
+                       "no request was taken back from a target that computes");
 }
 
 /* 5. Node requests off, CMA allowed, one host: each operation by CMA, one
@@ -259,6 +263,72 @@ static void counted_once(int64_t *mem, MPI_Win win)
     MPI_Type_free(&every_other);
 }
 
+/* 6. Rank 0 the target, waiting in MPI_Barrier; every other rank puts
+ *    and accumulates into words of its own in each window. */
+static bool shared_slots(bool last)
+{
+    enum { NWIN = 3, ROUNDS = 200 };
+    int64_t *mem[NWIN];
+    MPI_Win win[NWIN];
+    uint64_t sent = 0;
+    for (int k = 0; k < NWIN; k++) {
+        mem[k] = calloc(WORDS, sizeof *mem[k]);
+        MPI_Win_create(mem[k], WORDS * sizeof *mem[k], sizeof *mem[k], MPI_INFO_NULL,
+                       MPI_COMM_WORLD, &win[k]);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) { /* the middle window again: its number is given again */
+            sent += stat_of(win[1], ONESIDED_STAT_NODE_REQUESTS);
+            MPI_Win_free(&win[1]);
+            memset(mem[1], 0, WORDS * sizeof *mem[1]);
+            MPI_Win_create(mem[1], WORDS * sizeof *mem[1], sizeof *mem[1], MPI_INFO_NULL,
+                           MPI_COMM_WORLD, &win[1]);
+        }
+        const MPI_Aint own = 8 + t_rank % (WORDS - 8);
+        if (t_rank != 0) {
+            for (int k = 0; k < NWIN; k++)
+                MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win[k]);
+            for (int i = 0; i < ROUNDS; i++)
+                for (int k = 0; k < NWIN; k++) {
+                    const int64_t v = 1000 * (k + 1) + i, one = 1;
+                    MPI_Put(&v, 1, MPI_INT64_T, 0, own, 1, MPI_INT64_T, win[k]);
+                    MPI_Win_flush(0, win[k]);
+                    MPI_Accumulate(&one, 1, MPI_INT64_T, 0, k, 1, MPI_INT64_T, MPI_SUM, win[k]);
+                    MPI_Win_flush(0, win[k]);
+                }
+            for (int k = 0; k < NWIN; k++)
+                MPI_Win_unlock(0, win[k]);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (t_rank == 0)
+            for (int k = 0; k < NWIN; k++)
+                for (int j = 0; j < NWIN; j++) {
+                    /* window k's counter k holds every origin's rounds of
+                     * both passes (window 1: of this pass alone) */
+                    const int64_t want =
+                        j != k ? 0 : (int64_t)(t_size - 1) * ROUNDS * (k == 1 ? 1 : pass + 1);
+                    CHECK(mem[k][j] == want, "pass %d: window %d word %d holds %lld, expected %lld",
+                          pass, k, j, (long long)mem[k][j], (long long)want);
+                }
+        for (int o = 1; t_rank == 0 && o < t_size && o < WORDS - 8; o++)
+            for (int k = 0; k < NWIN; k++) {
+                const int64_t want = 1000 * (k + 1) + ROUNDS - 1;
+                CHECK(mem[k][8 + o] == want, "pass %d: window %d, origin %d's word holds %lld, "
+                      "expected %lld", pass, k, o, (long long)mem[k][8 + o], (long long)want);
+            }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    for (int k = 0; k < NWIN; k++) {
+        sent += stat_of(win[k], ONESIDED_STAT_NODE_REQUESTS);
+        MPI_Win_free(&win[k]);
+        free(mem[k]);
+    }
+    uint64_t all = 0;
+    MPI_Allreduce(&sent, &all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return rounds_done(all, path_expected_in_host(), last, "node requests",
+                       "no operation on three windows went as a node request");
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -273,5 +343,7 @@ int main(int argc, char **argv)
     counted_once(mem, win);
     MPI_Win_free(&win);
     free(mem);
+    for (int round = 0; !shared_slots(round == 9); round++)
+        ;
     return t_finish("test_node_requests");
 }
