@@ -199,7 +199,7 @@ typedef struct {
 #define OS_NREQ_LINE_DATA 24
 _Static_assert(offsetof(os_nreq_slot_t, data) + OS_NREQ_LINE_DATA == OS_CACHELINE,
                "a one-element request and its header share the slot's first line");
-/* Node processes whose windows get mailboxes (a slot per pair). */
+/* Nodes of more processes get no node requests (their segment holds n^2 slots). */
 #define OS_NREQ_MAX_NODE 64
 
 /* A region attached to a dynamic window, as the node's origins read it. */
