@@ -23,6 +23,10 @@ Runs, with a progress line each:
                  rget_overlap (MPI_Rget hidden behind computation)
   lock_bench     paper 000's Figures 6, 7, 9, 10 and 12 on two virtual nodes of
                  two processes (4 processes), every lock design and native
+  -hostucx steps the vnode1 steps and lock_bench again with the host's own
+                 RMA on its network path too (MPICH: MPIR_CVAR_NOLOCAL=1;
+                 Open MPI: UCX PML and osc/ucx), both over the same UCX
+                 transports; the TCP steps always put the host on UCX's TCP
   hosts steps    across real hosts: the namespace cluster (scripts/cluster.sh),
                  UCX over TCP between hosts for onesided and for native MPICH
                  alike: microbench (idle and busy target, both window kinds),
@@ -196,6 +200,19 @@ HOSTS = {"mpich": "MPICH", "openmpi": "Open MPI", "mpich5": "MPICH 5 (PyPI)",
 def family(host):
     """The launcher family of a host: mpich (hydra) or openmpi (mpirun)."""
     return "openmpi" if host.startswith("openmpi") else "mpich"
+
+def host_on_ucx_env(host):
+    """The environment that puts the host's own RMA on its network path
+    (UCX) between the processes of one machine, as between nodes: MPICH's
+    netmod for local peers too; Open MPI's UCX PML and osc/ucx, which
+    otherwise decline where UCX finds no network device (UCX then picks
+    its shared-memory transports, as onesided's worker does)."""
+    if family(host) == "openmpi":
+        return {"OMPI_MCA_pml": "ucx", "OMPI_MCA_osc": "ucx",
+                "OMPI_MCA_pml_ucx_tls": "any", "OMPI_MCA_pml_ucx_devices": "any",
+                "OMPI_MCA_osc_ucx_tls": "any", "OMPI_MCA_osc_ucx_devices": "any"}
+    return {"MPIR_CVAR_NOLOCAL": "1"}
+
 
 CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
 # The namespace cluster's names and addresses are the machine's: whoever
@@ -621,6 +638,7 @@ def summarize(data):
             rows.append((f"microbench ({x['flavor']})", x["benchmark"], float(x["native_us"]),
                          float(x["onesided_us"]), "us", "lower"))
     for tag, sweep in [("", data.get("rma_sweep", [])), (" vnode1", data.get("rma_sweep_vnode1", [])),
+                       (" vnode1-hostucx", data.get("rma_sweep_vnode1_hostucx", [])),
                        (" hosts2", data.get("rma_sweep_hosts2", []))]:
         for op in ["put", "get", "accumulate", "fetch_and_op", "compare_and_swap"]:
             for s in ["flush", "lock", "fence", "pscw"]:
@@ -814,17 +832,23 @@ def slower_line(rows, host):
     # by construction while the host's own RMA, which knows nothing of them,
     # stays on shared memory: those rows price onesided's network path
     # against the host's loads and stores, not two paths for the same job.
+    # The "-hostucx" rows (and the TCP ones) put the host on its network
+    # path too: two network paths over the same transports.
+    on_shm = "on virtual nodes (onesided on its network path, the host on shared memory)"
+    on_ucx = "on virtual nodes (both on their network paths)"
+
     def where(x):
         b = x["benchmark"]
         if "hosts" in b:
             return "across real hosts"
+        if "hostucx" in b or "vnode1-tcp" in b:
+            return on_ucx
         if "vnode" in b or b.startswith("cooperation ("):
-            return "on virtual nodes (onesided on its network path, the host on shared memory)"
+            return on_shm
         return "on one node"
     kept = [x for x in compared if not math.isnan(x["native"])]
     parts = []
-    for w in ("on one node", "across real hosts",
-              "on virtual nodes (onesided on its network path, the host on shared memory)"):
+    for w in ("on one node", "across real hosts", on_shm, on_ucx):
         total = sum(1 for x in kept if where(x) == w)
         if total:
             parts.append(f"{sum(1 for x in slower if where(x) == w)} of {total} {w}")
@@ -912,41 +936,56 @@ def main():
         steps.append((f"randomaccess-{fl}", r.mpiexec(a.np, "randomaccess", "--log2-local", k, "--flavor", fl,
                       "--reps", reps, "--csv", os.path.join(a.out, f"randomaccess-{fl}.csv")), fl))
     steps = [(n, c, t, None) for n, c, t in steps]
-    # The inter-node path: every rank its own virtual node.
+    # The inter-node path: every rank its own virtual node. Each step runs
+    # twice: with the host's own RMA on its shared memory (the host knows
+    # nothing of virtual nodes: what onesided's network path must beat),
+    # then with the host on its network path too (host_on_ucx_env: the
+    # "-hostucx" steps), both sides over the same UCX transports, the
+    # comparison of two network paths a job across nodes makes.
     vn = {"ONESIDED_NODE_SIZE": "1"}
-    for fl in ["allocate", "create"]:
-        steps.append((f"microbench-vnode1-{fl}", r.mpiexec(2, "os_microbench", "--flavor", fl,
-                      "--iters", 200 if smoke else 2000, "--reps", reps,
-                      "--csv", os.path.join(a.out, f"microbench-vnode1-{fl}.csv")), f"vnode1-{fl}", vn))
-    steps.append(("microbench-vnode1-allocate-busy", r.mpiexec(2, "os_microbench", "--busy-target", 100,
-                  "--iters", 50 if smoke else 500, "--reps", reps,
-                  "--csv", os.path.join(a.out, "microbench-vnode1-allocate-busy.csv")),
-                  "vnode1-allocate-busy", vn))
-    steps.append(("rma_sweep-vnode1", r.mpiexec(2, "rma_sweep", "--reps", reps, "--scale", scale,
-                  "--max-size", 32768 if smoke else 1 << 20,
-                  "--csv", os.path.join(a.out, "rma_sweep-vnode1.csv")), "vnode1", vn))
-    steps.append(("randomaccess-vnode1", r.mpiexec(2, "randomaccess", "--log2-local", k, "--reps", reps,
-                  "--csv", os.path.join(a.out, "randomaccess-vnode1.csv")), "vnode1", vn))
-    # onesided's worker on TCP between virtual nodes, compared with MPICH's
-    # own RMA on TCP too (else native keeps its shared memory). Open MPI 4.1
-    # has no RMA component over TCP alone (see the host steps): its native
-    # side keeps its default transports there.
-    tcp = dict(vn, ONESIDED_UCX_TLS="tcp,self",
-               **({} if family(a.host) == "openmpi" else {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self"}))
-    for tls in ["shm", "tcp"]:
-        env = tcp if tls == "tcp" else vn
-        steps.append((f"busy_epochs-vnode1-{tls}", r.mpiexec(2, "busy_epochs",
+    for suffix, host_env in (("", {}), ("-hostucx", host_on_ucx_env(a.host))):
+        v = dict(vn, **host_env)
+        for fl in ["allocate", "create"]:
+            steps.append((f"microbench-vnode1-{fl}{suffix}", r.mpiexec(2, "os_microbench", "--flavor", fl,
+                          "--iters", 200 if smoke else 2000, "--reps", reps,
+                          "--csv", os.path.join(a.out, f"microbench-vnode1-{fl}{suffix}.csv")),
+                          f"vnode1-{fl}{suffix}", v))
+        steps.append((f"microbench-vnode1-allocate-busy{suffix}", r.mpiexec(2, "os_microbench",
+                      "--busy-target", 100, "--iters", 50 if smoke else 500, "--reps", reps,
+                      "--csv", os.path.join(a.out, f"microbench-vnode1-allocate-busy{suffix}.csv")),
+                      f"vnode1-allocate-busy{suffix}", v))
+        # (The host's UCX path takes 1-5 us per small accumulate, fence or
+        # PSCW epoch: the second sweep runs half the iterations, in 2 minutes.)
+        steps.append((f"rma_sweep-vnode1{suffix}", r.mpiexec(2, "rma_sweep", "--reps", reps,
+                      "--scale", scale / 2 if suffix else scale,
+                      "--max-size", 32768 if smoke else 1 << 20,
+                      "--csv", os.path.join(a.out, f"rma_sweep-vnode1{suffix}.csv")), f"vnode1{suffix}", v))
+        steps.append((f"randomaccess-vnode1{suffix}", r.mpiexec(2, "randomaccess", "--log2-local", k,
+                      "--reps", reps, "--csv", os.path.join(a.out, f"randomaccess-vnode1{suffix}.csv")),
+                      f"vnode1{suffix}", v))
+        steps.append((f"busy_epochs-vnode1-shm{suffix}", r.mpiexec(2, "busy_epochs",
                       "--epochs", 100 if smoke else 1000, "--compute", 0.5 if smoke else 3,
-                      "--csv", os.path.join(a.out, f"busy_epochs-vnode1-{tls}.csv")), f"vnode1-{tls}", env))
-    steps.append(("rget_overlap-vnode1", r.mpiexec(2, "rget_overlap", "--reps", 3 if smoke else 11,
-                  "--csv", os.path.join(a.out, "rget_overlap-vnode1.csv")), "vnode1", vn))
+                      "--csv", os.path.join(a.out, f"busy_epochs-vnode1-shm{suffix}.csv")),
+                      f"vnode1-shm{suffix}", v))
+        steps.append((f"rget_overlap-vnode1{suffix}", r.mpiexec(2, "rget_overlap", "--reps", 3 if smoke else 11,
+                      "--csv", os.path.join(a.out, f"rget_overlap-vnode1{suffix}.csv")), f"vnode1{suffix}", v))
+        # Paper 000's lock figures on two virtual nodes of two processes
+        # (not Figure 10's ring with Open MPI's osc/ucx: its own ring there
+        # waits 60 s for a token and aborts, as across hosts).
+        ring = "" if suffix and family(a.host) == "openmpi" else "fig10,"
+        steps.append((f"lock_bench-vnode2{suffix}", r.mpiexec(4, "lock_bench", "--reps", 3,
+                      "--iters", 40 if smoke else 200, "--only", f"fig6,fig7,fig9,{ring}fig12",
+                      "--csv", os.path.join(a.out, f"lock_bench-vnode2{suffix}.csv")), f"vnode2{suffix}",
+                      dict(host_env, ONESIDED_NODE_SIZE="2")))
+    # onesided's worker on TCP between virtual nodes, compared with the
+    # host's own RMA on its UCX path over TCP too (else the host keeps its
+    # shared memory).
+    tcp = dict(vn, ONESIDED_UCX_TLS="tcp,self", UCX_TLS="tcp,self", **host_on_ucx_env(a.host))
+    steps.append(("busy_epochs-vnode1-tcp", r.mpiexec(2, "busy_epochs",
+                  "--epochs", 100 if smoke else 1000, "--compute", 0.5 if smoke else 3,
+                  "--csv", os.path.join(a.out, "busy_epochs-vnode1-tcp.csv")), "vnode1-tcp", tcp))
     steps.append(("rget_overlap-vnode1-tcp", r.mpiexec(2, "rget_overlap", "--reps", 3 if smoke else 11,
                   "--csv", os.path.join(a.out, "rget_overlap-vnode1-tcp.csv")), "vnode1-tcp", tcp))
-    # Paper 000's lock figures on two virtual nodes of two processes.
-    steps.append(("lock_bench-vnode2", r.mpiexec(4, "lock_bench", "--reps", 3,
-                  "--iters", 40 if smoke else 200, "--only", "fig6,fig7,fig9,fig10,fig12",
-                  "--csv", os.path.join(a.out, "lock_bench-vnode2.csv")), "vnode2",
-                  {"ONESIDED_NODE_SIZE": "2"}))
     # Paper 002: RMA-dgemm and RMA-LU against ScaLAPACK (absent when the
     # benchmark could not be built: no libscalapack-mpich-dev).
     if os.path.exists(os.path.join(r.bin, "linalg")):
@@ -1063,7 +1102,7 @@ def main():
                 if tag.startswith(("vnode1", "hosts")):
                     x["flavor"] = f"{tag}-{x['flavor']}"
             data["randomaccess"] += rows
-        elif name in ("rma_sweep-vnode1", "rma_sweep-hosts2"):
+        elif name in ("rma_sweep-vnode1", "rma_sweep-vnode1-hostucx", "rma_sweep-hosts2"):
             data[name.replace("-", "_")] = rows
         elif name.startswith("rget_overlap"):
             for x in rows:

@@ -74,7 +74,7 @@ pypi_tests=$(flat test_ops_np2 test_ops_np3 test_sync_np2 test_sync_np3 test_err
     test_dynamic_np2 test_dynamic_np3 test_concurrency_np4 test_sessions_np2 test_sessions_np3 \
     test_threads_sessions_np2 vnode1_test_threads_sessions \
     native_test_sessions_np2 native_test_sessions_np3 test_sessions_world test_pscw_order_np2 \
-    test_one_ucx vnode1_test_ops vnode1_test_sync vnode1_test_dynamic vnode1_test_reduce_ops \
+    test_one_ucx vnode1_test_ops vnode_tcp_test_ops vnode1_test_sync vnode1_test_dynamic vnode1_test_reduce_ops \
     vnode1_test_sessions vnode1_test_pscw_order_np2 vnode1_test_pscw_order_np4 vnode2_test_ops \
     vnode2_test_sync vnode2_test_pscw_order_np4 release_order_hybrid release_order_network \
     release_order_manager test_flush_order_np2 vnode1_test_flush_order install_tree)
@@ -136,7 +136,7 @@ cmake --build build-asan-ompi
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
     ctest --output-on-failure \
-    -R '^(test_(ops|windows|errors|datatypes|reduce_ops|dtype_random|dynamic|sync)_np2|vnode1_test_(ops|windows|dynamic))$')
+    -R '^(test_(ops|windows|errors|datatypes|reduce_ops|dtype_random|dynamic|sync)_np2|vnode1_test_(ops|windows|dynamic)|vnode_tcp_test_ops)$')
 
 stage "sanitizers: TSan over the threaded unit tests"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONESIDED_TSAN=ON >/dev/null

@@ -90,11 +90,18 @@ unsigned ucp_worker_progress(ucp_worker_h worker)
  * that one binary serves both hosts. */
 typedef int (*opal_callback_fn)(void);
 static int (*opal_unregister)(opal_callback_fn);
-static bool opal_registered;
+static atomic_bool opal_registered;
 
 static int opal_callback(void)
 {
-    return poll_for_host();
+    /* Then R* requests whose operations this round (or an earlier one)
+     * completed (rma.c): counted, so that MPI_Test looks at them again. */
+    return poll_for_host() + os_mpi_requests_poll();
+}
+
+bool os_mpi_host_progress_completes_requests(void)
+{
+    return atomic_load_explicit(&opal_registered, memory_order_acquire);
 }
 
 void os_mpi_host_progress_start(void)
@@ -107,7 +114,7 @@ void os_mpi_host_progress_start(void)
         (int (*)(opal_callback_fn))dlsym(RTLD_DEFAULT, "opal_progress_register");
     opal_unregister = (int (*)(opal_callback_fn))dlsym(RTLD_DEFAULT, "opal_progress_unregister");
     if (opal_register && opal_unregister && opal_register(opal_callback) == 0)
-        opal_registered = true;
+        atomic_store_explicit(&opal_registered, true, memory_order_release);
     OS_DEBUG("the host MPI's waiting calls progress onesided's worker (%s)",
              opal_registered ? "opal_progress callback and ucp_worker_progress"
                              : "ucp_worker_progress");
@@ -118,7 +125,6 @@ void os_mpi_host_progress_stop(void)
 {
     atomic_store(&worker_enabled, false);
     atomic_store(&enabled, false);
-    if (opal_registered)
+    if (atomic_exchange(&opal_registered, false))
         (void)opal_unregister(opal_callback);
-    opal_registered = false;
 }

@@ -128,5 +128,10 @@ void os_mpi_host_finalize_begin(void);
  * started once the network is up, stopped before it goes down. */
 void os_mpi_host_progress_start(void);
 void os_mpi_host_progress_stop(void);
+/* Whether the host's progress runs onesided's callback (Open MPI's
+ * opal_progress), which completes R* requests left in flight
+ * (os_mpi_requests_poll, rma.c; it returns how many it completed). */
+bool os_mpi_host_progress_completes_requests(void);
+int os_mpi_requests_poll(void);
 
 #endif

@@ -1,19 +1,28 @@
 /* MPI_Put ... MPI_Compare_and_swap, their R* and large-count forms. */
 #include "os_mpi.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 /* Requests of R* operations are generalized requests. An operation that
  * completed inside the call gets one completed at once. A put or get to
- * another node completes later, when UCX has moved its data: with MPICH
- * the request is an extended generalized request whose poll function
- * progresses the network and completes it, called by MPICH's own
- * MPI_Test and MPI_Wait (as ROMIO's nonblocking I/O does); other host MPIs
- * (no MPIX_Grequest_start) get the put or get completed inside the call. */
-typedef struct {
+ * another node completes later, when UCX has moved its data, and its
+ * request is completed by whichever progress of the host's MPI_Test or
+ * MPI_Wait (or any other call that waits) finds it done:
+ *  - MPICH: an extended generalized request (MPIX_Grequest_start), whose
+ *    poll function MPICH's progress calls, as for ROMIO's nonblocking I/O;
+ *  - Open MPI: a plain generalized request on a list that the callback
+ *    onesided registers with opal_progress walks (host_progress.c), which
+ *    MPI_Test, MPI_Wait and their kin run in the thread that called them.
+ *    (Open MPI's MPI_Test rechecks a request only when a progress round
+ *    reports events: the walk counts the requests it completed.)
+ * Where neither is there (another host, or ONESIDED_HOST_PROGRESS=0 on
+ * Open MPI) the put or get completes inside the call. */
+typedef struct rreq {
     os_ucx_done_t done;
     MPI_Request req;
     os_status_t st;
+    struct rreq *next; /* on the list of the opal_progress walk */
 } rreq_t;
 
 static int req_query(void *extra, MPI_Status *status)
@@ -26,6 +35,8 @@ static int req_query(void *extra, MPI_Status *status)
     return MPI_SUCCESS;
 }
 
+/* Called once the request is both complete and freed (by MPI_Wait, MPI_Test
+ * or MPI_Request_free, in either order: Open MPI and MPICH count both). */
 static int req_free(void *extra)
 {
     free(extra);
@@ -48,7 +59,6 @@ static int completed_request(MPI_Request *req)
 }
 
 #ifdef MPICH_VERSION
-#define OS_DEFERRED_REQUESTS 1
 /* Called by MPICH's progress in MPI_Test, MPI_Wait and their kin, in
  * whichever thread runs them; it completes the request at most once. */
 static int req_poll(void *extra, MPI_Status *status)
@@ -81,6 +91,16 @@ static int req_wait(int count, void **states, double timeout, MPI_Status *status
     return MPI_SUCCESS;
 }
 
+static bool can_defer(void)
+{
+    return true;
+}
+
+int os_mpi_requests_poll(void)
+{
+    return 0; /* MPICH polls each request itself (req_poll) */
+}
+
 static int deferred_request(rreq_t *r, MPI_Request *req)
 {
     int rc = MPIX_Grequest_start(req_query, req_free, req_cancel, req_poll, req_wait, r, req);
@@ -92,7 +112,64 @@ static int deferred_request(rreq_t *r, MPI_Request *req)
     return MPI_SUCCESS;
 }
 #else
-#define OS_DEFERRED_REQUESTS 0
+/* The requests left in flight, for os_mpi_requests_poll. The walk only
+ * tries the lock: a progress round never waits for another thread's. */
+static pthread_mutex_t listed_lock = PTHREAD_MUTEX_INITIALIZER;
+static rreq_t *listed;
+static atomic_bool any_listed;
+
+static bool can_defer(void)
+{
+    return os_mpi_host_progress_completes_requests();
+}
+
+static int deferred_request(rreq_t *r, MPI_Request *req)
+{
+    int rc = PMPI_Grequest_start(req_query, req_free, req_cancel, r, req);
+    if (rc != MPI_SUCCESS) {
+        free(r);
+        return rc;
+    }
+    /* On the list only with its handle set: the walk may complete it at once. */
+    r->req = *req;
+    pthread_mutex_lock(&listed_lock);
+    r->next = listed;
+    listed = r;
+    atomic_store_explicit(&any_listed, true, memory_order_release);
+    pthread_mutex_unlock(&listed_lock);
+    return MPI_SUCCESS;
+}
+
+int os_mpi_requests_poll(void)
+{
+    if (!atomic_load_explicit(&any_listed, memory_order_acquire) ||
+        pthread_mutex_trylock(&listed_lock))
+        return 0;
+    rreq_t *done = NULL;
+    for (rreq_t **p = &listed; *p;) {
+        rreq_t *r = *p;
+        /* (The round that called this progressed the network already.) */
+        if (atomic_load_explicit(&r->done.pending, memory_order_acquire) > 0) {
+            p = &r->next;
+            continue;
+        }
+        *p = r->next;
+        r->next = done;
+        done = r;
+    }
+    atomic_store_explicit(&any_listed, listed != NULL, memory_order_relaxed);
+    pthread_mutex_unlock(&listed_lock);
+    /* Outside the lock: completing may free r (req_free), and a request
+     * whose program freed it already is gone once completed. */
+    int n = 0;
+    while (done) {
+        rreq_t *r = done;
+        done = r->next;
+        (void)PMPI_Grequest_complete(r->req);
+        n++;
+    }
+    return n;
+}
 #endif
 
 /* A datatype's flattened form, counting in the window's statistics what
@@ -192,7 +269,7 @@ static int issue(const char *call, MPI_Win win, os_rma_op_t *op, MPI_Datatype od
     op->rcount = (size_t)rcount;
     op->request = req != NULL;
     /* A counter for puts and gets that may complete after the call. */
-    if (OS_DEFERRED_REQUESTS && req && w->multinode &&
+    if (req && w->multinode && can_defer() &&
         (op->kind == OS_RMA_PUT || op->kind == OS_RMA_GET) && !(r = calloc(1, sizeof *r))) {
         st = OS_ERR(OS_ERR_NOMEM, "%s: request", call);
         goto out;
@@ -242,12 +319,10 @@ out:
     }
     if (!req)
         return MPI_SUCCESS;
-#if OS_DEFERRED_REQUESTS
     if (r && atomic_load_explicit(&r->done.pending, memory_order_acquire) > 0) {
         OS_STAT(w, REQUEST_DEFERRED, 1);
         return deferred_request(r, req);
     }
-#endif
     if (r && os_remote_req_test(&r->done, &st) && st) {
         free(r);
         return os_mpi_raise_win(win, call, st);
