@@ -58,6 +58,17 @@ static int completed_request(MPI_Request *req)
     return rc;
 }
 
+/* A request that gets no MPI handle: what it started still writes into r
+ * (its counter, UCX's completion callback): wait for that, then free it. */
+static void forget(rreq_t *r)
+{
+    os_status_t ignored;
+    os_backoff_t b = OS_BACKOFF_INIT;
+    while (r && !os_remote_req_test(&r->done, &ignored))
+        os_backoff_wait(&b);
+    free(r);
+}
+
 #ifdef MPICH_VERSION
 /* Called by MPICH's progress in MPI_Test, MPI_Wait and their kin, in
  * whichever thread runs them; it completes the request at most once. */
@@ -105,7 +116,7 @@ static int deferred_request(rreq_t *r, MPI_Request *req)
 {
     int rc = MPIX_Grequest_start(req_query, req_free, req_cancel, req_poll, req_wait, r, req);
     if (rc != MPI_SUCCESS) {
-        free(r);
+        forget(r);
         return rc;
     }
     r->req = *req;
@@ -127,7 +138,7 @@ static int deferred_request(rreq_t *r, MPI_Request *req)
 {
     int rc = PMPI_Grequest_start(req_query, req_free, req_cancel, r, req);
     if (rc != MPI_SUCCESS) {
-        free(r);
+        forget(r);
         return rc;
     }
     /* On the list only with its handle set: the walk may complete it at once. */
@@ -310,11 +321,7 @@ static int issue(const char *call, MPI_Win win, os_rma_op_t *op, MPI_Datatype od
     st = os_rma_issue(w, op);
 out:
     if (st) {
-        /* What the failed call started still writes into r: wait for it. */
-        os_status_t ignored;
-        while (r && !os_remote_req_test(&r->done, &ignored))
-            ;
-        free(r);
+        forget(r); /* what the failed call started still writes into r */
         return os_mpi_raise_win(win, call, st);
     }
     if (!req)
