@@ -22,8 +22,21 @@ typedef struct rreq {
     os_ucx_done_t done;
     MPI_Request req;
     os_status_t st;
+    /* Two owners, whichever lets go last frees it: the MPI request (its
+     * free function) and the completion (the poll that calls
+     * MPI_Grequest_complete). MPICH runs the free function at
+     * MPI_Request_free even before the request is complete, while UCX may
+     * still count the operation down in `done` and MPICH's progress may
+     * still poll it. */
+    _Atomic int owners;
     struct rreq *next; /* on the list of the opal_progress walk */
 } rreq_t;
+
+static void let_go(rreq_t *r)
+{
+    if (atomic_fetch_sub_explicit(&r->owners, 1, memory_order_acq_rel) == 1)
+        free(r);
+}
 
 static int req_query(void *extra, MPI_Status *status)
 {
@@ -35,11 +48,12 @@ static int req_query(void *extra, MPI_Status *status)
     return MPI_SUCCESS;
 }
 
-/* Called once the request is both complete and freed (by MPI_Wait, MPI_Test
- * or MPI_Request_free, in either order: Open MPI and MPICH count both). */
+/* Called when the program frees the request (MPI_Wait, MPI_Test or
+ * MPI_Request_free): by MPICH at once, by Open MPI once it is complete too. */
 static int req_free(void *extra)
 {
-    free(extra);
+    if (extra)
+        let_go(extra);
     return MPI_SUCCESS;
 }
 
@@ -79,7 +93,9 @@ static int req_poll(void *extra, MPI_Status *status)
     if (r->req != MPI_REQUEST_NULL && os_remote_req_test(&r->done, &r->st)) {
         MPI_Request req = r->req;
         r->req = MPI_REQUEST_NULL;
-        return PMPI_Grequest_complete(req);
+        int rc = PMPI_Grequest_complete(req);
+        let_go(r); /* a wait on it holds the other owner: r stays */
+        return rc;
     }
     return MPI_SUCCESS;
 }
@@ -114,6 +130,7 @@ int os_mpi_requests_poll(void)
 
 static int deferred_request(rreq_t *r, MPI_Request *req)
 {
+    atomic_init(&r->owners, 2);
     int rc = MPIX_Grequest_start(req_query, req_free, req_cancel, req_poll, req_wait, r, req);
     if (rc != MPI_SUCCESS) {
         forget(r);
@@ -136,6 +153,7 @@ static bool can_defer(void)
 
 static int deferred_request(rreq_t *r, MPI_Request *req)
 {
+    atomic_init(&r->owners, 2);
     int rc = PMPI_Grequest_start(req_query, req_free, req_cancel, r, req);
     if (rc != MPI_SUCCESS) {
         forget(r);
@@ -170,13 +188,14 @@ int os_mpi_requests_poll(void)
     }
     atomic_store_explicit(&any_listed, listed != NULL, memory_order_relaxed);
     pthread_mutex_unlock(&listed_lock);
-    /* Outside the lock: completing may free r (req_free), and a request
-     * whose program freed it already is gone once completed. */
+    /* Outside the lock: completing runs the free function of a request
+     * the program freed already. */
     int n = 0;
     while (done) {
         rreq_t *r = done;
         done = r->next;
         (void)PMPI_Grequest_complete(r->req);
+        let_go(r);
         n++;
     }
     return n;

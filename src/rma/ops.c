@@ -333,7 +333,17 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
         __builtin_mul_overflow(count, e, &bytes) || bytes > (size_t)LLONG_MAX)
         return false;
     const os_peer_t *p = &w->peers[target];
-    if (p->access != OS_PEER_DIRECT || w->flavor == OS_FLAVOR_DYNAMIC)
+    /* Another node's memory that UCX maps here (another virtual node of
+     * this host, ucp_rkey_ptr): puts and gets copy it as the network path
+     * would (rdma() in net/origin.c), inside lock and lock_all epochs whose
+     * lock is held (not one the manager design defers to the unlock), the
+     * epochs whose rules need nothing of the network's. */
+    const bool mapped = p->access == OS_PEER_REMOTE && p->ucx_map;
+    if ((p->access != OS_PEER_DIRECT && !mapped) || w->flavor == OS_FLAVOR_DYNAMIC)
+        return false;
+    if (mapped && (kind >= OS_RMA_ACC || request ||
+                   (w->access != OS_ACCESS_LOCK && w->access != OS_ACCESS_LOCK_ALL) ||
+                   w->lock_how[target] == OS_HOLD_DEFERRED))
         return false;
     bool await_post = false; /* the epoch's first operation to target (PSCW) */
     switch (w->access) {
@@ -384,6 +394,26 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
     OS_STAT(w, FAST_PATH_OPS, 1);
     if (w->access == OS_ACCESS_FENCE)
         w->fence_epoch_ops++;
+    if (mapped) {
+        char *local = taddr + (p->ucx_map - p->base);
+        /* Ordered as rdma() orders them: the epoch's lock came before the
+         * get's loads, the put's stores come before what ends the epoch. */
+        w->stores_unordered = true;
+        if (kind == OS_RMA_GET)
+            atomic_thread_fence(memory_order_acquire);
+        if (count == 1 && t->predefined)
+            copy_element(kind == OS_RMA_PUT ? local : (void *)origin,
+                         kind == OS_RMA_PUT ? origin : local, e);
+        else if (kind == OS_RMA_PUT)
+            os_copy(local, origin, bytes);
+        else
+            os_copy((void *)origin, local, bytes);
+        if (kind == OS_RMA_PUT)
+            atomic_thread_fence(memory_order_release);
+        OS_STAT(w, REMOTE_MAPPED, 1);
+        OS_STAT(w, REMOTE_RDMA, 1);
+        return true;
+    }
     /* Plain stores the next flush must order (os_flush_barrier): all but
      * a one-element get's move and the element atomics below. */
     switch (kind) {
