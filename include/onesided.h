@@ -142,8 +142,9 @@ typedef enum {
     ONESIDED_STAT_LOCK_NET_RETRIES, /* ... network lock attempts that found it held and backed off */
     ONESIDED_STAT_LOCK_TO_NETWORK,  /* this process's hybrid lock migrated to network mode */
     ONESIDED_STAT_LOCK_TO_CPU,      /* ... migrated back to CPU mode */
-    ONESIDED_STAT_ACC_DIRECT,       /* accumulate-kind calls to another node done by one
-                                       network atomic (direct accumulate, onesided_acc_direct) */
+    ONESIDED_STAT_ACC_DIRECT,       /* one-element accumulate-kind calls to another node done by
+                                       one network atomic (direct accumulate, onesided_acc_direct),
+                                       or by this CPU's atomic where UCX maps the memory here */
     ONESIDED_STAT_FALLBACK_ACC_REQUEST, /* ... sent to the target as a request instead (coalesced
                                        batches count each accumulate they carry) */
     ONESIDED_STAT_LOCK_PIGGYBACKED, /* lock epochs whose one operation went with the lock request
@@ -196,9 +197,10 @@ typedef enum {
     ONESIDED_STAT_NODE_REQUESTS_SERVED, /* ... such requests this process applied for node-mates */
     ONESIDED_STAT_FALLBACK_NODE_REQUEST_CMA, /* ... posted, taken back when the target stopped
                                        polling, and done by CMA */
-    ONESIDED_STAT_ACC_MAPPED,       /* accumulate-kind calls of several elements to another node's
-                                       memory that UCX maps here (a virtual node of this host),
-                                       applied with this process's CPU atomics */
+    ONESIDED_STAT_ACC_MAPPED,       /* accumulate-kind calls to another node's memory that UCX
+                                       maps here (a virtual node of this host), applied with this
+                                       process's CPU atomics (one-element ones count in acc_direct
+                                       too) */
     ONESIDED_STAT_REMOTE_SMALL_REQUESTS, /* small puts and gets, and accumulate-kind calls, to
                                        another node that UCX reaches only over TCP, sent as
                                        requests the target applies (onesided_remote_request_max) */
@@ -216,6 +218,9 @@ typedef enum {
     ONESIDED_STAT_FLUSH_NO_BARRIER, /* ... of flushes: those of mapped memory that needed no memory
                                        barrier, every operation since the last one having been a
                                        locked CPU atomic or a one-element get (x86) */
+    ONESIDED_STAT_LOCK_RELEASE_MAPPED, /* network lock releases done by this process's CPU atomic
+                                       on the lock word UCX maps here (a virtual node of this
+                                       host), the epoch's UCX operations flushed first */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

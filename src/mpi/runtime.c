@@ -447,7 +447,7 @@ const char *onesided_stat_name(int stat)
         "create_shared_bytes", "am_served_in_host", "node_requests", "node_requests_served",
         "fallback_node_request_cma", "acc_mapped", "remote_small_requests",
         "lock_release_by_request", "lock_manager_first", "remote_mapped",
-        "complete_behind_rdma", "flush_no_barrier",
+        "complete_behind_rdma", "flush_no_barrier", "lock_release_mapped",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

@@ -337,13 +337,19 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
      * this host, ucp_rkey_ptr): puts and gets copy it as the network path
      * would (rdma() in net/origin.c), inside lock and lock_all epochs whose
      * lock is held (not one the manager design defers to the unlock), the
-     * epochs whose rules need nothing of the network's. */
+     * epochs whose rules need nothing of the network's. Accumulates there
+     * are this CPU's atomics, as the network path's would be (direct_acc,
+     * acc_in_place): on a window with direct accumulates, whose target
+     * node does none in bulk, into memory without the accumulate mutex,
+     * and none of this origin's accumulates still on their way as
+     * requests, which must apply first (same-origin ordering). */
     const bool mapped = p->access == OS_PEER_REMOTE && p->ucx_map;
     if ((p->access != OS_PEER_DIRECT && !mapped) || w->flavor == OS_FLAVOR_DYNAMIC)
         return false;
-    if (mapped && (kind >= OS_RMA_ACC || request ||
-                   (w->access != OS_ACCESS_LOCK && w->access != OS_ACCESS_LOCK_ALL) ||
-                   w->lock_how[target] == OS_HOLD_DEFERRED))
+    if (mapped && (request || (w->access != OS_ACCESS_LOCK && w->access != OS_ACCESS_LOCK_ALL) ||
+                   w->lock_how[target] == OS_HOLD_DEFERRED ||
+                   (acc && (!w->cfg.acc_direct || p->acc_mutex_always ||
+                            atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0))))
         return false;
     bool await_post = false; /* the epoch's first operation to target (PSCW) */
     switch (w->access) {
@@ -376,11 +382,14 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
         off > (long long)p->size - (long long)bytes)
         return false;
     char *taddr = p->base + off;
+    /* Where this process reaches it: the mapping of another node's memory. */
+    char *local = mapped ? taddr + (p->ucx_map - p->base) : taddr;
     os_acc_mode_t mode = OS_ACC_ATOMIC;
     if (acc) {
         if (t->basic == OS_B_NONE || !os_op_valid(rop, (os_class_t)t->cls))
             return false;
-        mode = os_acc_mode(w, target, taddr, t);
+        mode = mapped ? (os_reduce_atomic_ok(e, local) ? OS_ACC_ATOMIC : OS_ACC_MUTEX)
+                      : os_acc_mode(w, target, taddr, t);
         if (mode == OS_ACC_MUTEX)
             return false;
     }
@@ -394,8 +403,21 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
     OS_STAT(w, FAST_PATH_OPS, 1);
     if (w->access == OS_ACCESS_FENCE)
         w->fence_epoch_ops++;
+    if (mapped && acc) {
+        if (rop == OS_OP_NO_OP)
+            origin = NULL;
+        if (kind == OS_RMA_CAS)
+            os_cas_atomic(e, local, compare, origin, result);
+        else if (count > 1 ||
+                 !atomic_word(rop, (os_basic_t)t->basic, local, origin, fetch ? result : NULL))
+            os_reduce_atomic(rop, (os_basic_t)t->basic, e, local, origin, fetch ? result : NULL,
+                             count);
+        OS_STAT(w, ACC_MAPPED, 1);
+        if (count == 1)
+            OS_STAT(w, ACC_DIRECT, 1);
+        return true;
+    }
     if (mapped) {
-        char *local = taddr + (p->ucx_map - p->base);
         /* Ordered as rdma() orders them: the epoch's lock came before the
          * get's loads, the put's stores come before what ends the epoch. */
         w->stores_unordered = true;

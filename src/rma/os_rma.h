@@ -427,6 +427,7 @@ typedef struct os_win {
     struct os_lockword_block *netword_block; /* where it came from (net/lockword.c) */
     uint64_t *nl_addr;         /* [nranks] every process's lock word... */
     void **nl_rkey;            /* ... and key: the node's own lockers use it too */
+    void **nl_map;             /* ... and where UCX maps it here, or NULL (os_ucx_mapped_atomic) */
     os_hyb_mgr_t hyb;          /* this process's hybrid lock manager (under net/serve.c's lock) */
     bool hyb_ready;
     uint8_t *lock_how;         /* [nranks] os_lock_hold_t of each held lock */

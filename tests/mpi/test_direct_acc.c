@@ -362,12 +362,13 @@ static void test_set_info_keeps_agreed(void)
     t_win_free(&tw);
 }
 
-/* Accumulates of several elements to another node: on memory UCX maps here
- * (virtual nodes of one host, over its shared-memory transport) this
- * process's CPU atomics apply them (acc_mapped), elsewhere a request does.
- * Every rank, rank 0 too, adds to rank 0's elements at once, with
- * Accumulate, Get_accumulate and single Fetch_and_ops on the first element:
- * exact totals. Long doubles (no CPU atomic) still go as requests. */
+/* Accumulates to another node: on memory UCX maps here (virtual nodes of
+ * one host, over its shared-memory transport) this process's CPU atomics
+ * apply them (acc_mapped), those of one element too, elsewhere a request
+ * or a network atomic does. Every rank, rank 0 too, adds to rank 0's
+ * elements at once, with Accumulate, Get_accumulate and single
+ * Fetch_and_ops on the first element: exact totals. Long doubles (no CPU
+ * atomic) still go as requests. */
 static void test_in_place(void)
 {
     enum { N = 64, ROUNDS = 200 };
@@ -412,8 +413,43 @@ static void test_in_place(void)
         CHECK(lv == (long double)(ROUNDS / 20 * t_size), "long doubles: %Lg", lv);
     }
     const uint64_t in_place = stat_of(tw.win, ONESIDED_STAT_ACC_MAPPED);
-    CHECK(in_place == (mapped ? 2u * ROUNDS : 0u), "rank %d: %llu accumulates in place, "
-          "expected %d", t_rank, (unsigned long long)in_place, mapped ? 2 * ROUNDS : 0);
+    CHECK(in_place == (mapped ? 3u * ROUNDS : 0u), "rank %d: %llu accumulates in place, "
+          "expected %d", t_rank, (unsigned long long)in_place, mapped ? 3 * ROUNDS : 0);
+    t_win_free(&tw);
+}
+
+/* The network lock word where UCX maps it here (virtual nodes of one host
+ * over its shared memory): taken and released with this CPU's atomics.
+ * Every rank increments rank 0's counter under its exclusive lock, by a get,
+ * a flush and a put (fast-path copies into the mapping, which the release
+ * must follow): exact only if the lock excludes and its release comes after
+ * the put. */
+static void test_lock_word_mapped(void)
+{
+    enum { EPOCHS = 50 };
+    const char *tls = getenv("ONESIDED_UCX_TLS");
+    const bool spans = has_remote_target(F_ALLOCATE), tcp = tls && strstr(tls, "tcp");
+    MPI_Info info = info_of("onesided_lock", "network");
+    t_win_t tw = t_win_make(F_ALLOCATE, sizeof(int64_t), info);
+    MPI_Info_free(&info);
+    for (int i = 0; i < EPOCHS; i++) {
+        int64_t v;
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, tw.win);
+        MPI_Get(&v, 1, MPI_INT64_T, 0, t_disp(&tw, 0, 0), 1, MPI_INT64_T, tw.win);
+        MPI_Win_flush(0, tw.win);
+        v++;
+        MPI_Put(&v, 1, MPI_INT64_T, 0, t_disp(&tw, 0, 0), 1, MPI_INT64_T, tw.win);
+        MPI_Win_unlock(0, tw.win);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == 0)
+        CHECK(*(int64_t *)tw.base == (int64_t)EPOCHS * t_size, "lock word: counter %lld, "
+              "expected %lld", (long long)*(int64_t *)tw.base, (long long)EPOCHS * t_size);
+    const uint64_t released = stat_of(tw.win, ONESIDED_STAT_LOCK_RELEASE_MAPPED);
+    if (!spans || tcp || t_hosts == 1)
+        CHECK(released == (spans && !tcp ? (uint64_t)EPOCHS : 0u),
+              "rank %d: %llu lock releases on the mapped word", t_rank,
+              (unsigned long long)released);
     t_win_free(&tw);
 }
 
@@ -434,5 +470,6 @@ int main(int argc, char **argv)
     test_paths();
     test_set_info_keeps_agreed();
     test_in_place();
+    test_lock_word_mapped();
     return t_finish("test_direct_acc");
 }

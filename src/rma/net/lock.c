@@ -115,10 +115,14 @@ static os_status_t net_lock(os_win_t *w, int target, bool exclusive, bool *parke
         switch (os_nl_next(&f, &a)) {
         case OS_NL_DO_AMO: {
             uint64_t old = a.compare;
-            os_status_t st = os_ucx_atomic(w->peers[target].world, amo_op[a.op], 8, a.value, &old,
-                                           w->nl_addr[target], w->nl_rkey[target]);
-            if (st)
-                return st;
+            if (w->nl_map[target]) {
+                os_ucx_mapped_atomic(w->nl_map[target], amo_op[a.op], 8, a.value, &old);
+            } else {
+                os_status_t st = os_ucx_atomic(w->peers[target].world, amo_op[a.op], 8, a.value,
+                                               &old, w->nl_addr[target], w->nl_rkey[target]);
+                if (st)
+                    return st;
+            }
             os_nl_feed(&f, old);
             break;
         }
@@ -186,6 +190,24 @@ static os_status_t net_unlock(os_win_t *w, int target, bool exclusive)
         return st;
     }
     os_req_await_acks(w, target);
+    if (w->nl_map[target]) {
+        /* The word mapped here: the release is this CPU's atomic, done at
+         * once, so whatever the epoch left to UCX (RDMA, even where the
+         * origin's CPU did it, may wait in UCX's queues) is completed
+         * first. Puts and gets of the fast path are this CPU's stores and
+         * loads, before the release in program order (seq_cst). */
+        if (remote && w->dirty[target]) {
+            st = os_ucx_flush(p->rdma_world);
+            if (!st && p->rdma_world != p->world)
+                st = os_ucx_flush(p->world);
+            w->dirty[target] = 0;
+            if (st)
+                return st;
+        }
+        os_ucx_mapped_atomic(w->nl_map[target], OS_UCX_AMO_ADD, 8, a.value, NULL);
+        OS_STAT(w, LOCK_RELEASE_MAPPED, 1);
+        return OS_OK;
+    }
     if (remote && w->dirty[target] && !release_ordered(p)) {
         OS_STAT(w, LOCK_RELEASE_FLUSHED, 1);
         st = os_ucx_flush(p->rdma_world);

@@ -317,10 +317,17 @@ static os_status_t direct_acc(os_win_t *w, const os_rma_op_t *op, int amo, const
     /* Accumulates of one origin on one location apply in order (MPI's
      * default accumulate_ordering): those sent before as requests first. */
     os_req_await_acks(w, op->target);
-    os_status_t st = os_ucx_atomic(w->peers[op->target].rdma_world, amo, e, value, &old,
-                                   (uint64_t)(uintptr_t)addr, w->peers[op->target].rkey);
-    if (st)
-        return st;
+    const os_peer_t *p = &w->peers[op->target];
+    if (p->ucx_map) {
+        /* The same atomic as this process's CPU atomic on the mapping. */
+        os_ucx_mapped_atomic((char *)addr + (p->ucx_map - p->base), amo, e, value, &old);
+        OS_STAT(w, ACC_MAPPED, 1);
+    } else {
+        os_status_t st = os_ucx_atomic(p->rdma_world, amo, e, value, &old,
+                                       (uint64_t)(uintptr_t)addr, p->rkey);
+        if (st)
+            return st;
+    }
     if (op->kind != OS_RMA_ACC)
         store_word((char *)op->result + op->rtype->blocks[0].disp, old, e);
     OS_STAT(w, ACC_DIRECT, 1);

@@ -43,7 +43,9 @@ static os_status_t remote_alloc(os_win_t *w)
     w->kept = calloc((size_t)n, sizeof *w->kept);
     w->nl_addr = calloc((size_t)n, sizeof *w->nl_addr);
     w->nl_rkey = calloc((size_t)n, sizeof *w->nl_rkey);
-    if (!w->dirty || !w->acks || !w->lock_how || !w->kept || !w->nl_addr || !w->nl_rkey)
+    w->nl_map = calloc((size_t)n, sizeof *w->nl_map);
+    if (!w->dirty || !w->acks || !w->lock_how || !w->kept || !w->nl_addr || !w->nl_rkey ||
+        !w->nl_map)
         return OS_ERR(OS_ERR_NOMEM, "window of %d processes", n);
     if ((st = os_lockword_get(&w->netword, &w->netword_block)))
         return st;
@@ -178,7 +180,8 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
         w->nl_addr[r] = all[r].word;
         st = os_lockword_rkey(p->world, all[r].word_block, keys + displs[r] + all[r].key_len,
                               &w->nl_rkey[r]);
-        p->word_zero_copy = !st && os_ucx_rkey_ptr(w->nl_rkey[r], all[r].word) != NULL;
+        w->nl_map[r] = st ? NULL : os_ucx_rkey_ptr(w->nl_rkey[r], all[r].word);
+        p->word_zero_copy = w->nl_map[r] != NULL;
         if (st || p->access != OS_PEER_REMOTE)
             continue;
         if (w->flavor != OS_FLAVOR_DYNAMIC)
@@ -230,6 +233,7 @@ void os_remote_win_teardown(os_win_t *w)
     os_lockword_put(w->netword, w->netword_block);
     w->netword = NULL;
     free(w->nl_rkey);
+    free(w->nl_map);
     free(w->nl_addr);
     free(w->lock_how);
     for (int r = 0; w->kept && r < w->nranks; r++)
@@ -237,6 +241,7 @@ void os_remote_win_teardown(os_win_t *w)
     free(w->kept);
     w->kept = NULL;
     w->nl_rkey = NULL;
+    w->nl_map = NULL;
     w->nl_addr = NULL;
     w->lock_how = NULL;
     free(w->dirty);

@@ -102,6 +102,50 @@ enum { OS_UCX_AMO_ADD, OS_UCX_AMO_SWAP, OS_UCX_AMO_CSWAP, OS_UCX_AMO_AND, OS_UCX
        OS_UCX_AMO_XOR };
 os_status_t os_ucx_atomic(int peer, int op, size_t size, uint64_t value, uint64_t *result,
                           uint64_t raddr, void *rkey);
+/* The atomic os_ucx_atomic would do, same arguments and results, on memory
+ * that os_ucx_rkey_ptr maps here at `addr` (aligned to size): one CPU atomic
+ * of this process. Why it is the same operation: in atomic mode "cpu" UCX's
+ * shared-memory transports carry out every atomic on such memory as the
+ * origin's CPU atomic, and its other transports have the target's worker
+ * emulate it with CPU atomics, so this one is coherent with all of them
+ * and with the target node's own. It saves the UCX call, the endpoint's
+ * lock and the wait for the request: 0.27 against 0.03 us on UCX 1.20. */
+static inline void os_ucx_mapped_atomic(void *addr, int op, size_t size, uint64_t value,
+                                        uint64_t *result)
+{
+    uint64_t old;
+    if (size == 4) {
+        uint32_t *a = addr, v = (uint32_t)value, o;
+        switch (op) {
+        case OS_UCX_AMO_ADD: o = __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); break;
+        case OS_UCX_AMO_SWAP: o = __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); break;
+        case OS_UCX_AMO_AND: o = __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); break;
+        case OS_UCX_AMO_OR: o = __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); break;
+        case OS_UCX_AMO_XOR: o = __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); break;
+        default: /* CSWAP: o is the compare value in, the old value out */
+            o = (uint32_t)*result;
+            __atomic_compare_exchange_n(a, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+            break;
+        }
+        old = o;
+    } else {
+        uint64_t *a = addr;
+        switch (op) {
+        case OS_UCX_AMO_ADD: old = __atomic_fetch_add(a, value, __ATOMIC_SEQ_CST); break;
+        case OS_UCX_AMO_SWAP: old = __atomic_exchange_n(a, value, __ATOMIC_SEQ_CST); break;
+        case OS_UCX_AMO_AND: old = __atomic_fetch_and(a, value, __ATOMIC_SEQ_CST); break;
+        case OS_UCX_AMO_OR: old = __atomic_fetch_or(a, value, __ATOMIC_SEQ_CST); break;
+        case OS_UCX_AMO_XOR: old = __atomic_fetch_xor(a, value, __ATOMIC_SEQ_CST); break;
+        default:
+            old = *result;
+            __atomic_compare_exchange_n(a, &old, value, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST);
+            break;
+        }
+    }
+    if (result)
+        *result = old;
+}
 /* A network atomic that fetches nothing and is not waited for: done at the
  * target once a later os_ucx_flush of `peer` returns. */
 os_status_t os_ucx_atomic_post(int peer, int op, size_t size, uint64_t value, uint64_t raddr,
