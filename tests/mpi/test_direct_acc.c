@@ -446,7 +446,9 @@ static void test_lock_word_mapped(void)
         CHECK(*(int64_t *)tw.base == (int64_t)EPOCHS * t_size, "lock word: counter %lld, "
               "expected %lld", (long long)*(int64_t *)tw.base, (long long)EPOCHS * t_size);
     const uint64_t released = stat_of(tw.win, ONESIDED_STAT_LOCK_RELEASE_MAPPED);
-    if (!spans || tcp || t_hosts == 1)
+    /* Over TCP alone rank 0's own word may still be mapped (UCX 1.20 maps
+     * a process's own memory whatever the transports), the others' not. */
+    if (!spans || (tcp && t_rank != 0) || (!tcp && t_hosts == 1))
         CHECK(released == (spans && !tcp ? (uint64_t)EPOCHS : 0u),
               "rank %d: %llu lock releases on the mapped word", t_rank,
               (unsigned long long)released);
