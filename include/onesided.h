@@ -142,9 +142,10 @@ typedef enum {
     ONESIDED_STAT_LOCK_NET_RETRIES, /* ... network lock attempts that found it held and backed off */
     ONESIDED_STAT_LOCK_TO_NETWORK,  /* this process's hybrid lock migrated to network mode */
     ONESIDED_STAT_LOCK_TO_CPU,      /* ... migrated back to CPU mode */
-    ONESIDED_STAT_ACC_DIRECT,       /* one-element accumulate-kind calls to another node done by
-                                       one network atomic (direct accumulate, onesided_acc_direct),
-                                       or by this CPU's atomic where UCX maps the memory here */
+    ONESIDED_STAT_ACC_DIRECT,       /* one-element accumulate-kind calls to another node done
+                                       without it: one network atomic (direct accumulate,
+                                       onesided_acc_direct), or this CPU's atomic where UCX maps
+                                       the memory here (acc_mapped) */
     ONESIDED_STAT_FALLBACK_ACC_REQUEST, /* ... sent to the target as a request instead (coalesced
                                        batches count each accumulate they carry) */
     ONESIDED_STAT_LOCK_PIGGYBACKED, /* lock epochs whose one operation went with the lock request

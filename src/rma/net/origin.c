@@ -391,6 +391,8 @@ static os_status_t acc_in_place(os_win_t *w, const os_rma_op_t *op, char *taddr,
     if (fbuf)
         os_dtype_unpack(op->result, op->rtype, op->rcount, fbuf, bytes);
     OS_STAT(w, ACC_MAPPED, 1);
+    if (bytes == esize) /* one element, done without the target */
+        OS_STAT(w, ACC_DIRECT, 1);
     *done = true;
 out:
     free(obuf);

@@ -109,7 +109,8 @@ os_status_t os_ucx_atomic(int peer, int op, size_t size, uint64_t value, uint64_
  * origin's CPU atomic, and its other transports have the target's worker
  * emulate it with CPU atomics, so this one is coherent with all of them
  * and with the target node's own. It saves the UCX call, the endpoint's
- * lock and the wait for the request: 0.27 against 0.03 us on UCX 1.20. */
+ * lock and the wait for the request: an 8-byte MPI_Fetch_and_op between
+ * virtual nodes took 0.24 us through UCX 1.20 and 0.03 this way. */
 static inline void os_ucx_mapped_atomic(void *addr, int op, size_t size, uint64_t value,
                                         uint64_t *result)
 {
