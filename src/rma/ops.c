@@ -289,6 +289,87 @@ static inline bool atomic_word(os_op_t op, os_basic_t basic, char *taddr, const 
     return true;
 }
 
+/* os_rma_fast for another node's memory that UCX maps here (another virtual
+ * node of this host, ucp_rkey_ptr), kept out of the node path so that path
+ * stays as short as it was. Puts and gets copy it as the network path would
+ * (rdma() in net/origin.c), inside lock and lock_all epochs whose lock is
+ * held (not one the manager design defers to the unlock), the epochs whose
+ * rules need nothing of the network's. Accumulates there are this CPU's
+ * atomics, as the network path's would be (direct_acc, acc_in_place): on a
+ * window with direct accumulates, whose target node does none in bulk, into
+ * memory without the accumulate mutex, and none of this origin's
+ * accumulates still on their way as requests, which must apply first
+ * (same-origin ordering). Same contract as os_rma_fast: false, having done
+ * nothing, for anything it does not take. */
+static __attribute__((noinline)) bool
+mapped_fast(os_win_t *w, const os_peer_t *p, os_rma_kind_t kind, os_op_t rop,
+            const os_dtype_t *t, size_t e, size_t count, size_t bytes, int target,
+            MPI_Aint tdisp, const void *origin, const void *compare, void *result,
+            bool request)
+{
+    const bool fetch = kind >= OS_RMA_GET_ACC, acc = kind >= OS_RMA_ACC;
+    long long off;
+
+    if (request || w->lock_how[target] == OS_HOLD_DEFERRED)
+        return false;
+    if (w->access == OS_ACCESS_LOCK) {
+        if (w->tstate[target] == OS_T_NONE)
+            return false;
+    } else if (w->access != OS_ACCESS_LOCK_ALL) {
+        return false;
+    }
+    if (acc && (!w->cfg.acc_direct || p->acc_mutex_always ||
+                atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0))
+        return false;
+    /* Coalesced accumulates to this target run first (same-origin ordering),
+     * and forced coalescing queues even what one CPU atomic would do. */
+    if (w->acc_batch && (w->acc_batch[target].n ||
+                         (kind == OS_RMA_ACC && w->cfg.acc_coalesce > 0)))
+        return false;
+    if (tdisp < 0 || __builtin_mul_overflow((long long)tdisp, (long long)p->disp_unit, &off) ||
+        off > (long long)p->size - (long long)bytes)
+        return false;
+    /* Where this process reaches the target's memory: UCX's mapping of it. */
+    char *local = p->ucx_map + off;
+    if (acc && (t->basic == OS_B_NONE || !os_op_valid(rop, (os_class_t)t->cls) ||
+                !os_reduce_atomic_ok(e, local)))
+        return false;
+
+    count_kind(w, kind, bytes, request);
+    OS_STAT(w, FAST_PATH_OPS, 1);
+    if (acc) {
+        if (rop == OS_OP_NO_OP)
+            origin = NULL;
+        if (kind == OS_RMA_CAS)
+            os_cas_atomic(e, local, compare, origin, result);
+        else if (count > 1 ||
+                 !atomic_word(rop, (os_basic_t)t->basic, local, origin, fetch ? result : NULL))
+            os_reduce_atomic(rop, (os_basic_t)t->basic, e, local, origin, fetch ? result : NULL,
+                             count);
+        OS_STAT(w, ACC_MAPPED, 1);
+        if (count == 1)
+            OS_STAT(w, ACC_DIRECT, 1);
+        return true;
+    }
+    /* Ordered as rdma() orders them: the epoch's lock came before the get's
+     * loads, the put's stores come before what ends the epoch. */
+    w->stores_unordered = true;
+    if (kind == OS_RMA_GET)
+        atomic_thread_fence(memory_order_acquire);
+    if (count == 1 && t->predefined)
+        copy_element(kind == OS_RMA_PUT ? local : (void *)origin,
+                     kind == OS_RMA_PUT ? origin : local, e);
+    else if (kind == OS_RMA_PUT)
+        os_copy(local, origin, bytes);
+    else
+        os_copy((void *)origin, local, bytes);
+    if (kind == OS_RMA_PUT)
+        atomic_thread_fence(memory_order_release);
+    OS_STAT(w, REMOTE_MAPPED, 1);
+    OS_STAT(w, REMOTE_RDMA, 1);
+    return true;
+}
+
 /* Fast path: count elements of one predefined type (or of a derived type
  * that is one contiguous run of them), contiguous at the origin, the target
  * and (fetching kinds) the result, to memory this process maps, in an
@@ -333,24 +414,12 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
         __builtin_mul_overflow(count, e, &bytes) || bytes > (size_t)LLONG_MAX)
         return false;
     const os_peer_t *p = &w->peers[target];
-    /* Another node's memory that UCX maps here (another virtual node of
-     * this host, ucp_rkey_ptr): puts and gets copy it as the network path
-     * would (rdma() in net/origin.c), inside lock and lock_all epochs whose
-     * lock is held (not one the manager design defers to the unlock), the
-     * epochs whose rules need nothing of the network's. Accumulates there
-     * are this CPU's atomics, as the network path's would be (direct_acc,
-     * acc_in_place): on a window with direct accumulates, whose target
-     * node does none in bulk, into memory without the accumulate mutex,
-     * and none of this origin's accumulates still on their way as
-     * requests, which must apply first (same-origin ordering). */
-    const bool mapped = p->access == OS_PEER_REMOTE && p->ucx_map;
-    if ((p->access != OS_PEER_DIRECT && !mapped) || w->flavor == OS_FLAVOR_DYNAMIC)
+    if (p->access != OS_PEER_DIRECT || w->flavor == OS_FLAVOR_DYNAMIC) {
+        if (p->access == OS_PEER_REMOTE && p->ucx_map && w->flavor != OS_FLAVOR_DYNAMIC)
+            return mapped_fast(w, p, kind, rop, t, e, count, bytes, target, tdisp, origin,
+                               compare, result, request);
         return false;
-    if (mapped && (request || (w->access != OS_ACCESS_LOCK && w->access != OS_ACCESS_LOCK_ALL) ||
-                   w->lock_how[target] == OS_HOLD_DEFERRED ||
-                   (acc && (!w->cfg.acc_direct || p->acc_mutex_always ||
-                            atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0))))
-        return false;
+    }
     bool await_post = false; /* the epoch's first operation to target (PSCW) */
     switch (w->access) {
     case OS_ACCESS_LOCK_ALL:
@@ -382,14 +451,11 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
         off > (long long)p->size - (long long)bytes)
         return false;
     char *taddr = p->base + off;
-    /* Where this process reaches it: the mapping of another node's memory. */
-    char *local = mapped ? taddr + (p->ucx_map - p->base) : taddr;
     os_acc_mode_t mode = OS_ACC_ATOMIC;
     if (acc) {
         if (t->basic == OS_B_NONE || !os_op_valid(rop, (os_class_t)t->cls))
             return false;
-        mode = mapped ? (os_reduce_atomic_ok(e, local) ? OS_ACC_ATOMIC : OS_ACC_MUTEX)
-                      : os_acc_mode(w, target, taddr, t);
+        mode = os_acc_mode(w, target, taddr, t);
         if (mode == OS_ACC_MUTEX)
             return false;
     }
@@ -403,39 +469,6 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
     OS_STAT(w, FAST_PATH_OPS, 1);
     if (w->access == OS_ACCESS_FENCE)
         w->fence_epoch_ops++;
-    if (mapped && acc) {
-        if (rop == OS_OP_NO_OP)
-            origin = NULL;
-        if (kind == OS_RMA_CAS)
-            os_cas_atomic(e, local, compare, origin, result);
-        else if (count > 1 ||
-                 !atomic_word(rop, (os_basic_t)t->basic, local, origin, fetch ? result : NULL))
-            os_reduce_atomic(rop, (os_basic_t)t->basic, e, local, origin, fetch ? result : NULL,
-                             count);
-        OS_STAT(w, ACC_MAPPED, 1);
-        if (count == 1)
-            OS_STAT(w, ACC_DIRECT, 1);
-        return true;
-    }
-    if (mapped) {
-        /* Ordered as rdma() orders them: the epoch's lock came before the
-         * get's loads, the put's stores come before what ends the epoch. */
-        w->stores_unordered = true;
-        if (kind == OS_RMA_GET)
-            atomic_thread_fence(memory_order_acquire);
-        if (count == 1 && t->predefined)
-            copy_element(kind == OS_RMA_PUT ? local : (void *)origin,
-                         kind == OS_RMA_PUT ? origin : local, e);
-        else if (kind == OS_RMA_PUT)
-            os_copy(local, origin, bytes);
-        else
-            os_copy((void *)origin, local, bytes);
-        if (kind == OS_RMA_PUT)
-            atomic_thread_fence(memory_order_release);
-        OS_STAT(w, REMOTE_MAPPED, 1);
-        OS_STAT(w, REMOTE_RDMA, 1);
-        return true;
-    }
     /* Plain stores the next flush must order (os_flush_barrier): all but
      * a one-element get's move and the element atomics below. */
     switch (kind) {
