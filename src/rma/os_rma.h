@@ -430,6 +430,7 @@ typedef struct os_win {
     void **nl_map;             /* ... and where UCX maps it here, or NULL (os_ucx_mapped_atomic) */
     os_hyb_mgr_t hyb;          /* this process's hybrid lock manager (under net/serve.c's lock) */
     bool hyb_ready;
+    uint64_t hyb_shared_next;  /* os_ticks of its next step in shared mode (net/serve.c) */
     uint8_t *lock_how;         /* [nranks] os_lock_hold_t of each held lock */
     struct os_kept_op *kept;   /* [nranks] a deferred lock's operation, kept for unlock */
     uint64_t lock_rng;         /* the random policy's state, on the locking side */
