@@ -614,6 +614,25 @@ os_status_t os_win_unlock_all(os_win_t *w)
     return st;
 }
 
+/* os_win_flush_done for windows that coalesce accumulates or span nodes:
+ * none coalesced for this target, and on another node memory UCX maps here
+ * with nothing of this origin's on its way there: no UCX operation to flush
+ * (dirty), no request unacknowledged, no lock deferred to an operation. */
+bool os_win_flush_done_spanning(os_win_t *w, int target)
+{
+    if (target < 0 || target >= w->nranks || (w->acc_batch && w->acc_batch[target].n) ||
+        !(w->access == OS_ACCESS_LOCK_ALL ||
+          (w->access == OS_ACCESS_LOCK && w->tstate[target] != OS_T_NONE)))
+        return false;
+    if (w->multinode && w->peers[target].access == OS_PEER_REMOTE &&
+        (w->dirty[target] || w->lock_how[target] == OS_HOLD_DEFERRED ||
+         atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0))
+        return false;
+    OS_STAT(w, FLUSHES, 1);
+    os_flush_barrier(w);
+    return true;
+}
+
 os_status_t os_win_flush(os_win_t *w, int target, bool all)
 {
     if (w->access != OS_ACCESS_LOCK && w->access != OS_ACCESS_LOCK_ALL)
