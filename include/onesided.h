@@ -222,6 +222,9 @@ typedef enum {
     ONESIDED_STAT_LOCK_RELEASE_MAPPED, /* network lock releases done by this process's CPU atomic
                                        on the lock word UCX maps here (a virtual node of this
                                        host), the epoch's UCX operations flushed first */
+    ONESIDED_STAT_COMPLETE_MAPPED, /* MPI_Win_complete signals to another node done by this
+                                      process's CPU atomic on the counter UCX maps here (a
+                                      virtual node of this host), the epoch completed first */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -142,9 +142,6 @@ typedef struct {
      * written often by its owner and read by bulk accumulators. */
     _Alignas(OS_CACHELINE) _Atomic uint64_t acc_active;
     _Alignas(OS_CACHELINE) _Atomic uint64_t acc_active_main;
-    /* MPI_Win_complete calls received from origins on other nodes (node-mates
-     * signal in the complete matrix, os_win_t.complete) */
-    _Alignas(OS_CACHELINE) _Atomic uint64_t pscw_done;
     /* Dynamic windows (dynamic.c): a sequence lock, odd while the owner
      * changes its regions; how many it has; where its own array of them is. */
     _Alignas(OS_CACHELINE) _Atomic uint64_t dyn_version;
@@ -423,7 +420,8 @@ typedef struct os_win {
     os_hmap_t node_mates;    /* world rank + 1 -> window rank + 1 of the processes whose
                               * memory this one maps: its node server applies for them */
     /* passive-target locks of a window spanning nodes (net/lock.c) */
-    _Atomic uint64_t *netword; /* this process's network lock word (UCX memory) */
+    _Atomic uint64_t *netword; /* this process's network lock word (UCX memory), and in its
+                                  cache line os_win_remote_completes */
     struct os_lockword_block *netword_block; /* where it came from (net/lockword.c) */
     uint64_t *nl_addr;         /* [nranks] every process's lock word... */
     void **nl_rkey;            /* ... and key: the node's own lockers use it too */
@@ -834,6 +832,18 @@ os_status_t os_win_unlock(os_win_t *w, int target);
 os_status_t os_win_lock_all(os_win_t *w, int assert);
 os_status_t os_win_unlock_all(os_win_t *w);
 os_status_t os_win_flush(os_win_t *w, int target, bool all);
+
+/* MPI_Win_complete calls received from origins on other nodes (node-mates
+ * signal in the complete matrix, os_win_t.complete): the word after the
+ * network lock word, in the cache line of UCX memory that is the window's
+ * own (net/lockword.c). An origin that UCX maps the line into raises it
+ * with a CPU atomic (net/origin.c), the others by request; MPI_Win_wait
+ * consumes it. Windows spanning nodes only. */
+enum { OS_NL_COMPLETES_WORD = 1 };
+static inline _Atomic uint64_t *os_win_remote_completes(const os_win_t *w)
+{
+    return w->netword + OS_NL_COMPLETES_WORD;
+}
 
 /* The memory barrier of a flush whose operations all completed when they
  * were issued (mapped memory, no coalesced accumulates, no other node).

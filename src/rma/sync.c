@@ -69,7 +69,7 @@ static void describe_wait(const os_wait_site_t *s, char *buf, size_t len)
 {
     const os_win_t *w = s->obj;
     const _Atomic uint64_t *row = complete_row(w);
-    uint64_t heard = atomic_load(&w->ctl[w->rank].pscw_done);
+    uint64_t heard = w->multinode ? atomic_load(os_win_remote_completes(w)) : 0;
     for (int i = 0; i < w->post_expect; i++) {
         const int o = w->post_ranks[i];
         heard += w->peers[o].access != OS_PEER_REMOTE && complete_heard(w, row, o);
@@ -379,7 +379,7 @@ os_status_t os_win_complete(os_win_t *w)
 /* Whether every origin of the exposure group has called MPI_Win_complete:
  * node-mates by their cells in this process's row of the complete matrix,
  * read in group order from the first not yet heard (post_next), origins on
- * other nodes by the count their requests raise (pscw_done). Acquire: their
+ * other nodes by the count they raise (os_win_remote_completes). Acquire: their
  * epochs' operations happen before. */
 static bool pscw_all_complete(os_win_t *w)
 {
@@ -390,7 +390,7 @@ static bool pscw_all_complete(os_win_t *w)
             return false;
     }
     return !w->post_remote ||
-           atomic_load_explicit(&w->ctl[w->rank].pscw_done, memory_order_acquire) >=
+           atomic_load_explicit(os_win_remote_completes(w), memory_order_acquire) >=
                (uint64_t)w->post_remote;
 }
 
@@ -417,7 +417,7 @@ static os_status_t wait_or_test(os_win_t *w, int *flag, const char *call)
         if (w->peers[w->post_ranks[i]].access != OS_PEER_REMOTE)
             w->pscw[w->post_ranks[i]].completes_seen++;
     if (w->post_remote)
-        atomic_fetch_sub_explicit(&w->ctl[w->rank].pscw_done, (uint64_t)w->post_remote,
+        atomic_fetch_sub_explicit(os_win_remote_completes(w), (uint64_t)w->post_remote,
                                   memory_order_relaxed);
     w->exposure = OS_EXPOSE_NONE;
     return OS_OK;

@@ -14,6 +14,9 @@
  * UCX 1.13 and not on 1.20: the target read old values in every run. */
 #include "common.h"
 
+#include <onesided.h>
+#include <string.h>
+
 enum { ROUNDS = 40, STACK_WORDS = 8192, BIG_WORDS = 1 << 20 /* 8 MB of int64 */ };
 
 /* Block sizes in words: one put, UCX's eager sizes, a large one (capped at
@@ -116,6 +119,60 @@ static void run_kind(int k)
         free(mem);
 }
 
+static uint64_t stat_of(MPI_Win win, int s)
+{
+    onesided_win_stats_t st;
+    CHECK(onesided_win_get_stats(win, &st) == MPI_SUCCESS, "onesided_win_get_stats");
+    return st.counter[s];
+}
+
+/* Once MPI_Win_complete has returned (and a barrier says so), the target's
+ * MPI_Win_test sees it at its first call. Toward another virtual node of
+ * this host the complete is this CPU's atomic on the target's count, which
+ * UCX maps here (stat complete_mapped); elsewhere a request and its reply. */
+static void test_complete_seen(void)
+{
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    const int k = t_virtual_node_size();
+    const char *tls = getenv("ONESIDED_UCX_TLS");
+    const bool remote = k > 0 && right / k != t_rank / k, tcp = tls && strstr(tls, "tcp");
+    MPI_Group world, to_right, from_left;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 1, &right, &to_right);
+    MPI_Group_incl(world, 1, &left, &from_left);
+    int64_t *mem;
+    MPI_Win win;
+    MPI_Win_allocate(sizeof *mem, sizeof *mem, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+    *mem = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    long unseen = 0, wrong = 0;
+    for (int64_t r = 1; r <= ROUNDS; r++) {
+        const int64_t v = r * 1000003 + t_rank;
+        MPI_Win_post(from_left, 0, win);
+        MPI_Win_start(to_right, 0, win);
+        MPI_Put(&v, 1, MPI_INT64_T, right, 0, 1, MPI_INT64_T, win);
+        MPI_Win_complete(win);
+        MPI_Barrier(MPI_COMM_WORLD);
+        int flag = 0;
+        MPI_Win_test(win, &flag);
+        unseen += !flag;
+        if (!flag)
+            MPI_Win_wait(win);
+        wrong += *mem != r * 1000003 + left;
+    }
+    CHECK(unseen == 0 && wrong == 0, "rank %d: MPI_Win_test missed %ld completes that had "
+          "returned, %ld values wrong", t_rank, unseen, wrong);
+    const uint64_t mapped = stat_of(win, ONESIDED_STAT_COMPLETE_MAPPED);
+    if (t_hosts == 1 && !tcp)
+        CHECK(mapped == (remote ? (uint64_t)ROUNDS : 0u), "rank %d: %llu completes by the "
+              "mapped count, expected %d", t_rank, (unsigned long long)mapped,
+              remote ? ROUNDS : 0);
+    MPI_Win_free(&win);
+    MPI_Group_free(&to_right);
+    MPI_Group_free(&from_left);
+    MPI_Group_free(&world);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -126,5 +183,6 @@ int main(int argc, char **argv)
     for (int k = 0; k < K_COUNT; k++)
         if (k != K_SHARED || t_hosts == 1) /* shared windows span one host only */
             run_kind(k);
+    test_complete_seen();
     return t_finish("test_pscw_order");
 }

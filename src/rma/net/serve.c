@@ -224,7 +224,7 @@ static bool serve_op_aligned(os_win_t *w, int target, void *reply, const req_hdr
     /* Ends of epochs, served as data requests: in order behind this origin's
      * operations of the epoch (origin.c, lock.c). */
     if (h->kind == K_COMPLETE) {
-        atomic_fetch_add_explicit(&w->ctl[w->rank].pscw_done, 1, memory_order_release);
+        atomic_fetch_add_explicit(os_win_remote_completes(w), 1, memory_order_release);
         count_served(w);
         send_reply(reply, h, OS_OK, NULL, 0);
         return true;

@@ -50,6 +50,7 @@ static os_status_t remote_alloc(os_win_t *w)
     if ((st = os_lockword_get(&w->netword, &w->netword_block)))
         return st;
     atomic_store(w->netword, 0);
+    atomic_store(os_win_remote_completes(w), 0);
     w->lock_rng = (uint64_t)w->peers[w->rank].world * 0x9e3779b97f4a7c15ull + 1;
     if (w->cfg.lock == OS_LOCK_HYBRID) {
         /* Before anybody has the key: the word starts parked, CPU mode. */
