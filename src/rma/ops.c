@@ -289,6 +289,23 @@ static inline bool atomic_word(os_op_t op, os_basic_t basic, char *taddr, const 
     return true;
 }
 
+/* The fast paths' last checks: the target's byte offset for `bytes` at
+ * `tdisp`, false where it falls outside the window (the general path
+ * reports it) or where coalesced accumulates to this target must run first
+ * (same-origin ordering; forced coalescing queues even what one CPU atomic
+ * would do). */
+static inline __attribute__((always_inline)) bool
+fast_target_offset(const os_win_t *w, const os_peer_t *p, os_rma_kind_t kind, int target,
+                   MPI_Aint tdisp, size_t bytes, long long *off)
+{
+    if (w->acc_batch && (w->acc_batch[target].n ||
+                         (kind == OS_RMA_ACC && w->cfg.acc_coalesce > 0)))
+        return false;
+    return tdisp >= 0 &&
+           !__builtin_mul_overflow((long long)tdisp, (long long)p->disp_unit, off) &&
+           *off <= (long long)p->size - (long long)bytes;
+}
+
 /* os_rma_fast for another node's memory that UCX maps here (another virtual
  * node of this host, ucp_rkey_ptr), kept out of the node path so that path
  * stays as short as it was. Puts and gets copy it as the network path would
@@ -321,13 +338,7 @@ mapped_fast(os_win_t *w, const os_peer_t *p, os_rma_kind_t kind, os_op_t rop,
     if (acc && (!w->cfg.acc_direct || p->acc_mutex_always ||
                 atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0))
         return false;
-    /* Coalesced accumulates to this target run first (same-origin ordering),
-     * and forced coalescing queues even what one CPU atomic would do. */
-    if (w->acc_batch && (w->acc_batch[target].n ||
-                         (kind == OS_RMA_ACC && w->cfg.acc_coalesce > 0)))
-        return false;
-    if (tdisp < 0 || __builtin_mul_overflow((long long)tdisp, (long long)p->disp_unit, &off) ||
-        off > (long long)p->size - (long long)bytes)
+    if (!fast_target_offset(w, p, kind, target, tdisp, bytes, &off))
         return false;
     /* Where this process reaches the target's memory: UCX's mapping of it. */
     char *local = p->ucx_map + off;
@@ -442,13 +453,7 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
     default:
         return false;
     }
-    /* Coalesced accumulates to this target run first (same-origin ordering),
-     * and forced coalescing queues even what one CPU atomic would do. */
-    if (w->acc_batch && (w->acc_batch[target].n ||
-                         (kind == OS_RMA_ACC && w->cfg.acc_coalesce > 0)))
-        return false;
-    if (tdisp < 0 || __builtin_mul_overflow((long long)tdisp, (long long)p->disp_unit, &off) ||
-        off > (long long)p->size - (long long)bytes)
+    if (!fast_target_offset(w, p, kind, target, tdisp, bytes, &off))
         return false;
     char *taddr = p->base + off;
     os_acc_mode_t mode = OS_ACC_ATOMIC;
