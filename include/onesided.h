@@ -225,6 +225,10 @@ typedef enum {
     ONESIDED_STAT_COMPLETE_MAPPED, /* MPI_Win_complete signals to another node done by this
                                       process's CPU atomic on the counter UCX maps here (a
                                       virtual node of this host), the epoch completed first */
+    ONESIDED_STAT_DATA_KEYS_REUSED, /* MPI_Win_allocate windows: other nodes' keys to their
+                                       data kept from the last window over the same
+                                       communicator, whose data they still are, instead of
+                                       unpacked again (no segment attached and detached) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

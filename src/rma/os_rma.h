@@ -318,6 +318,10 @@ typedef struct os_shell {
     char *data_key;       /* every process: the packed key, for other nodes, ... */
     uint64_t data_key_addr; /* ... valid for the data's address in its owner */
     size_t data_key_len;
+    uint64_t data_serial; /* names that data in the job (shell.c); 0: none */
+    /* Other nodes' data keys as the last window on this shell unpacked
+     * them (net/window.c), one per rank of comm, or NULL. */
+    struct os_peer_data_key *peer_data_keys;
     struct os_comm_cache *cache;
     struct os_shell *next;
 } os_shell_t;
@@ -760,6 +764,9 @@ void os_net_drain(void);
 void os_net_finalize(void);
 os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes);
 void os_remote_win_teardown(os_win_t *w);
+/* Give back the other nodes' data keys a shell keeps (shell.c, as the
+ * shell goes). */
+void os_remote_shell_release(os_shell_t *s);
 os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr);
 /* Whether the accumulate would be one network atomic done without the
  * target (direct accumulate on memory UCX allocated): then batching it

@@ -103,6 +103,7 @@ static void data_release(os_shell_t *s)
     s->data_key = NULL;
     s->data_key_len = 0;
     s->data_key_addr = 0;
+    s->data_serial = 0;
     s->data_ucx = s->data_zero_copy = false;
     s->data = (os_shm_seg_t){ 0 };
 }
@@ -176,6 +177,7 @@ static void shell_destroy(os_shell_t *s)
 {
     ctl_give_back(s);
     data_release(s);
+    os_remote_shell_release(s);
     if (s->handle != MPI_WIN_NULL)
         PMPI_Win_free(&s->handle);
     if (s->group != MPI_GROUP_NULL)
@@ -492,12 +494,19 @@ os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints, bool shared)
  * segment, reached by emulated RDMA. Collective over the node. */
 static bool data_create_ucx(os_shell_t *s, size_t bytes)
 {
-    struct { int len; int zero_copy; uint64_t addr; } d = { 0, 0, 0 };
+    /* The serial names the segment in the job: its owner's MPI_COMM_WORLD
+     * rank and a count of its own (atomic: threads create windows over
+     * different communicators at once). Other nodes keep their key to it
+     * across windows while it is the same (net/window.c); an address
+     * cannot tell, since a new segment may be mapped where an old one was. */
+    static _Atomic uint32_t segments_made;
+    struct { int len; int zero_copy; uint64_t addr, serial; } d = { 0, 0, 0, 0 };
     void *addr = NULL, *probe = NULL;
     int ok;
     if (s->node_rank == 0 && os_ucx_mem_alloc(bytes, &s->data_reg, &addr) == OS_OK) {
         d.len = (int)s->data_reg.rkey_len;
         d.addr = (uint64_t)(uintptr_t)addr;
+        d.serial = (uint64_t)(s->node_first + 1) << 32 | (atomic_fetch_add(&segments_made, 1) + 1);
         /* Whether UCX can map it at all: ask our own key through the
          * endpoint to ourselves. Heap memory (UCX's last resort) cannot. */
         if (os_ucx_rkey_unpack(s->node_first, s->data_reg.rkey_buf, &probe) == OS_OK) {
@@ -532,6 +541,7 @@ static bool data_create_ucx(os_shell_t *s, size_t bytes)
     }
     s->data_key_len = (size_t)d.len;
     s->data_key_addr = d.addr;
+    s->data_serial = d.serial;
     s->data_zero_copy = d.zero_copy;
     s->data = (os_shm_seg_t){ .addr = addr, .size = bytes };
     return true;

@@ -14,6 +14,7 @@
  * argv[1]: windows per flavor (default 1000). */
 #include "common.h"
 
+#include <onesided.h>
 #include <unistd.h>
 
 /* Free communicator contexts of the host MPI, as duplicates it still makes. */
@@ -176,10 +177,57 @@ static void live_windows(int flavor, int n)
     MPI_Comm_free(&comm);
 }
 
+/* Other nodes' keys to a process's MPI_Win_allocate data are kept from one
+ * window to the next over the same communicator (stat data_keys_reused,
+ * one per process on another node) while the data is the same segment, and
+ * unpacked again once it is not: a bigger window takes new segments, at
+ * whose far end and start every process's puts must land. Each window: a
+ * put of its own values to the right neighbour, which checks them. */
+static void data_keys(void)
+{
+    const int k = t_virtual_node_size();
+    const int node_ranks = k ? (t_rank / k * k + k <= t_size ? k : t_size - t_rank / k * k)
+                             : t_size;
+    const uint64_t remote = (uint64_t)(t_size - node_ranks);
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    /* 4 KB windows, then 64 KB ones (new segments), then 64 KB again. */
+    const MPI_Aint sizes[] = { 4096, 4096, 4096, 65536, 65536 };
+    const uint64_t expect[] = { 0, remote, remote, 0, remote };
+    for (int i = 0; i < 5; i++) {
+        const MPI_Aint bytes = sizes[i], last = bytes / 8 - 1;
+        int64_t *mem, v[2] = { 1000 * i + t_rank, -(1000 * i + t_rank) };
+        MPI_Win win;
+        MPI_Win_allocate(bytes, 8, MPI_INFO_NULL, comm, &mem, &win);
+        MPI_Win_lock_all(0, win);
+        MPI_Put(&v[0], 1, MPI_INT64_T, right, 0, 1, MPI_INT64_T, win);
+        MPI_Put(&v[1], 1, MPI_INT64_T, right, last, 1, MPI_INT64_T, win);
+        MPI_Win_unlock_all(win);
+        MPI_Barrier(comm);
+        MPI_Win_lock(MPI_LOCK_SHARED, t_rank, 0, win); /* the memory model: a local view */
+        CHECK(mem[0] == 1000 * i + left && mem[last] == -(1000 * i + left),
+              "window %d of %ld bytes: %lld and %lld from rank %d, expected %d and %d", i,
+              (long)bytes, (long long)mem[0], (long long)mem[last], left, 1000 * i + left,
+              -(1000 * i + left));
+        MPI_Win_unlock(t_rank, win);
+        onesided_win_stats_t st;
+        if (onesided_win_get_stats(win, &st) == MPI_SUCCESS)
+            CHECK(st.counter[ONESIDED_STAT_DATA_KEYS_REUSED] == expect[i],
+                  "window %d of %ld bytes: %llu data keys kept from the last window, "
+                  "expected %llu", i, (long)bytes,
+                  (unsigned long long)st.counter[ONESIDED_STAT_DATA_KEYS_REUSED],
+                  (unsigned long long)expect[i]);
+        MPI_Win_free(&win);
+    }
+    MPI_Comm_free(&comm);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     const int n = argc > 1 ? atoi(argv[1]) : 1000;
+    data_keys();
     const int before = free_contexts();
     T_FOR_EACH_FLAVOR(f) {
         live_windows(f, n);
