@@ -10,7 +10,9 @@
  *   - every other window freed and made again: past the 128 idle shells
  *     kept, the new windows' control areas (lock words, fence and PSCW
  *     counters) are ones that served freed windows, and a fence and a PSCW
- *     epoch on every window, before and after, must still be exact.
+ *     epoch on every window, before and after, must still be exact;
+ *   - other nodes' keys to MPI_Win_allocate data are kept while the data
+ *     is the same, past the idle shells too (data_keys).
  * argv[1]: windows per flavor (default 1000). */
 #include "common.h"
 
@@ -177,48 +179,73 @@ static void live_windows(int flavor, int n)
     MPI_Comm_free(&comm);
 }
 
+/* A put of this window's own values to the right neighbour, at the first
+ * and the last word, which the neighbour checks; then the window's count of
+ * other nodes' data keys kept from an earlier window over the communicator
+ * (stat data_keys_reused) must be `kept`. */
+static void keys_check(const char *what, int i, MPI_Win win, int64_t *mem, MPI_Aint bytes,
+                       uint64_t kept)
+{
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    const MPI_Aint last = bytes / 8 - 1;
+    int64_t v[2] = { 1000 * i + t_rank, -(1000 * i + t_rank) };
+    MPI_Win_lock_all(0, win);
+    MPI_Put(&v[0], 1, MPI_INT64_T, right, 0, 1, MPI_INT64_T, win);
+    MPI_Put(&v[1], 1, MPI_INT64_T, right, last, 1, MPI_INT64_T, win);
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock(MPI_LOCK_SHARED, t_rank, 0, win); /* the memory model: a local view */
+    CHECK(mem[0] == 1000 * i + left && mem[last] == -(1000 * i + left),
+          "%s %d of %ld bytes: %lld and %lld from rank %d, expected %d and %d", what, i,
+          (long)bytes, (long long)mem[0], (long long)mem[last], left, 1000 * i + left,
+          -(1000 * i + left));
+    MPI_Win_unlock(t_rank, win);
+    onesided_win_stats_t st;
+    if (onesided_win_get_stats(win, &st) == MPI_SUCCESS)
+        CHECK(st.counter[ONESIDED_STAT_DATA_KEYS_REUSED] == kept,
+              "%s %d of %ld bytes: %llu data keys kept from an earlier window, expected %llu",
+              what, i, (long)bytes, (unsigned long long)st.counter[ONESIDED_STAT_DATA_KEYS_REUSED],
+              (unsigned long long)kept);
+}
+
 /* Other nodes' keys to a process's MPI_Win_allocate data are kept from one
- * window to the next over the same communicator (stat data_keys_reused,
- * one per process on another node) while the data is the same segment, and
- * unpacked again once it is not: a bigger window takes new segments, at
- * whose far end and start every process's puts must land. Each window: a
- * put of its own values to the right neighbour, which checks them. */
+ * window to the next over the same communicator (one per process on
+ * another node) while the data is the same segment, and unpacked again
+ * once it is not: a bigger window takes new segments, at whose far end and
+ * start every process's puts must land. Past the 128 idle shells a freed
+ * window's shell is a spare without its host handle, which keeps its data
+ * and keys too: 200 windows alive, freed, and made again all keep theirs. */
 static void data_keys(void)
 {
     const int k = t_virtual_node_size();
     const int node_ranks = k ? (t_rank / k * k + k <= t_size ? k : t_size - t_rank / k * k)
                              : t_size;
     const uint64_t remote = (uint64_t)(t_size - node_ranks);
-    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     /* 4 KB windows, then 64 KB ones (new segments), then 64 KB again. */
     const MPI_Aint sizes[] = { 4096, 4096, 4096, 65536, 65536 };
     const uint64_t expect[] = { 0, remote, remote, 0, remote };
     for (int i = 0; i < 5; i++) {
-        const MPI_Aint bytes = sizes[i], last = bytes / 8 - 1;
-        int64_t *mem, v[2] = { 1000 * i + t_rank, -(1000 * i + t_rank) };
+        int64_t *mem;
         MPI_Win win;
-        MPI_Win_allocate(bytes, 8, MPI_INFO_NULL, comm, &mem, &win);
-        MPI_Win_lock_all(0, win);
-        MPI_Put(&v[0], 1, MPI_INT64_T, right, 0, 1, MPI_INT64_T, win);
-        MPI_Put(&v[1], 1, MPI_INT64_T, right, last, 1, MPI_INT64_T, win);
-        MPI_Win_unlock_all(win);
-        MPI_Barrier(comm);
-        MPI_Win_lock(MPI_LOCK_SHARED, t_rank, 0, win); /* the memory model: a local view */
-        CHECK(mem[0] == 1000 * i + left && mem[last] == -(1000 * i + left),
-              "window %d of %ld bytes: %lld and %lld from rank %d, expected %d and %d", i,
-              (long)bytes, (long long)mem[0], (long long)mem[last], left, 1000 * i + left,
-              -(1000 * i + left));
-        MPI_Win_unlock(t_rank, win);
-        onesided_win_stats_t st;
-        if (onesided_win_get_stats(win, &st) == MPI_SUCCESS)
-            CHECK(st.counter[ONESIDED_STAT_DATA_KEYS_REUSED] == expect[i],
-                  "window %d of %ld bytes: %llu data keys kept from the last window, "
-                  "expected %llu", i, (long)bytes,
-                  (unsigned long long)st.counter[ONESIDED_STAT_DATA_KEYS_REUSED],
-                  (unsigned long long)expect[i]);
+        MPI_Win_allocate(sizes[i], 8, MPI_INFO_NULL, comm, &mem, &win);
+        keys_check("window", i, win, mem, sizes[i], expect[i]);
         MPI_Win_free(&win);
+    }
+    enum { LIVE = 200 };
+    MPI_Win wins[LIVE];
+    int64_t *mems[LIVE];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < LIVE; i++)
+            MPI_Win_allocate(4096, 8, MPI_INFO_NULL, comm, &mems[i], &wins[i]);
+        /* The first round's first window takes the last 64 KB shell (whose
+         * data is big enough); the rest are new. */
+        for (int i = 0; i < LIVE; i++)
+            keys_check(round ? "live window again" : "live window", i, wins[i], mems[i], 4096,
+                       round || i == 0 ? remote : 0);
+        for (int i = 0; i < LIVE; i++)
+            MPI_Win_free(&wins[i]);
     }
     MPI_Comm_free(&comm);
 }
