@@ -631,7 +631,7 @@ def summarize(data):
     """Rows of (benchmark, case, native, onesided, unit, ratio, better)."""
     rows = []
     for x in data.get("microbench", []):
-        if x["flavor"].startswith("windows") and not x["benchmark"].startswith("window "):
+        if "windows" in x["flavor"] and not x["benchmark"].startswith("window "):
             continue  # the sweep runs only the lifecycle rows
         if x["flavor"] in ("allocate", "create", "create_allocmem", "allocate-busy") or \
                 x["flavor"].startswith(("vnode1", "hosts", "windows")):
@@ -954,6 +954,14 @@ def main():
                       "--busy-target", 100, "--iters", 50 if smoke else 500, "--reps", reps,
                       "--csv", os.path.join(a.out, f"microbench-vnode1-allocate-busy{suffix}.csv")),
                       f"vnode1-allocate-busy{suffix}", v))
+        # MPI_Win_allocate windows, 1000 alive at once between virtual nodes:
+        # past the 128 idle shells, the spares (design.md, window creation).
+        n = 100 if smoke else 1000
+        steps.append((f"microbench-vnode1-windows-{n}{suffix}", r.mpiexec(2, "os_microbench",
+                      "--flavor", "allocate", "--only", "window create,window free", "--windows", n,
+                      "--reps", 3, "--csv",
+                      os.path.join(a.out, f"microbench-vnode1-windows-{n}{suffix}.csv")),
+                      f"vnode1-allocate-windows-{n}{suffix}", v))
         # (The host's UCX path takes 1-5 us per small accumulate, fence or
         # PSCW epoch: the second sweep runs half the iterations, in 2 minutes.)
         steps.append((f"rma_sweep-vnode1{suffix}", r.mpiexec(2, "rma_sweep", "--reps", reps,
