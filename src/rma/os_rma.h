@@ -411,6 +411,7 @@ typedef struct os_win {
     bool multinode;          /* some peer is on another (real or virtual) node */
     bool one_host;           /* every process is on this real host (what the host MPI sees) */
     uint64_t id;             /* the same in every process: names the window in requests */
+    int serve_slot;          /* its place in net/serve.c's registry, while registered */
     os_ucx_reg_t reg;        /* this process's window memory, registered */
     uint8_t *dirty;          /* [nranks] RDMA issued since the last flush: OS_DIRTY_* bits */
     _Atomic int64_t *acks;   /* [nranks] accumulates sent and not yet acknowledged */

@@ -15,9 +15,14 @@
 
 /* -------------------------------------------------------------- registry */
 
+/* The windows this process serves: a list for the hybrid managers' polls,
+ * and by id for requests. With a window per array (Global Arrays) a
+ * thousand may be alive, and a scan of them per request served and per
+ * MPI_Win_free grew with their number. */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static os_win_t **reg_wins;
+static os_win_t **reg_wins; /* reg_wins[w->serve_slot] == w */
 static int reg_n, reg_cap;
+static os_hmap_t reg_by_id;
 
 /* Requests kept for a retry, and lock requests waiting for their turn. */
 typedef struct pending {
@@ -46,11 +51,7 @@ typedef enum {
 
 static os_win_t *find_win(uint64_t id)
 {
-    os_win_t *w = NULL;
-    for (int i = 0; i < reg_n && !w; i++)
-        if (reg_wins[i]->id == id)
-            w = reg_wins[i];
-    return w;
+    return os_hmap_get(&reg_by_id, (uintptr_t)id);
 }
 
 /* --------------------------------------------------------------- replies */
@@ -595,10 +596,12 @@ os_status_t os_serve_register(os_win_t *w)
             reg_cap = cap;
         }
     }
-    if (reg_n < reg_cap)
-        reg_wins[reg_n++] = w;
-    else
+    if (reg_n == reg_cap)
         st = OS_ERR(OS_ERR_NOMEM, "window registry");
+    else if (!(st = os_hmap_put(&reg_by_id, (uintptr_t)w->id, w))) {
+        w->serve_slot = reg_n;
+        reg_wins[reg_n++] = w;
+    }
     pthread_mutex_unlock(&reg_lock);
     return st;
 }
@@ -606,11 +609,15 @@ os_status_t os_serve_register(os_win_t *w)
 void os_serve_unregister(os_win_t *w)
 {
     pthread_mutex_lock(&reg_lock);
-    for (int i = 0; i < reg_n; i++)
-        if (reg_wins[i] == w) {
-            reg_wins[i] = reg_wins[--reg_n];
-            break;
-        }
+    const int i = w->serve_slot;
+    if (i >= 0 && i < reg_n && reg_wins[i] == w) {
+        reg_wins[i] = reg_wins[--reg_n];
+        reg_wins[i]->serve_slot = i;
+        os_hmap_del(&reg_by_id, (uintptr_t)w->id);
+        if (!reg_n)
+            os_hmap_destroy(&reg_by_id); /* nothing left behind at the end */
+    }
+    w->serve_slot = -1;
     if (w->hyb_ready && w->hyb.state != OS_HYB_CPU)
         atomic_fetch_sub_explicit(&hyb_busy, 1, memory_order_relaxed);
     w->hyb_ready = false;
