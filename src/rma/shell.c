@@ -18,6 +18,10 @@
  * processes of the communicator share, the order of collective window
  * creations and frees on it, so they all take the same shell: the
  * collectives a shell's handle and communicators take part in stay matched.
+ * Spares (below) are the one exception: whether a freed shell stays a
+ * spare depends on its data's size too, which only a node's processes
+ * share, so the nodes agree with themselves, and a spare's path takes the
+ * same collectives over the communicator as a new shell's (os_shell_get).
  * The caches are emptied when the program frees the communicator, and all
  * of them at MPI_Finalize.
  *
