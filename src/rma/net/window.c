@@ -23,7 +23,7 @@ typedef struct {
     uint64_t id;        /* the window's id, if this process names it (rank 0) */
     uint64_t word;      /* network lock word ... */
     uint64_t word_block; /* ... in the block whose key it is (lockword.c) */
-    uint64_t data_serial; /* the memory's segment, if its key may be kept (keep_data_key) */
+    uint64_t data_serial; /* the memory's segment, if its key may be kept (data_key) */
     int32_t key_len;    /* the memory's packed key (0: none) */
     int32_t word_key_len;
     int32_t rdma_world; /* whose endpoint reaches the memory */
