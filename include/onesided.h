@@ -229,6 +229,9 @@ typedef enum {
                                        data kept from the last window over the same
                                        communicator, whose data they still are, instead of
                                        unpacked again (no segment attached and detached) */
+    ONESIDED_STAT_FENCE_MAPPED,     /* fence barriers between nodes done on the counters UCX maps
+                                       here (window rank 0's lock word line) instead of the host's
+                                       allreduce (ONESIDED_FENCE_MAPPED) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -393,6 +393,10 @@ typedef struct os_win {
      * locked instruction drains every earlier store itself. */
     bool stores_unordered;
     uint64_t fence_syncs;    /* synchronizing fences so far */
+    int8_t barrier_mapped;   /* windows spanning nodes, net/barrier.c: 0 until the first
+                              * synchronizing fence agrees, then 1 = on rank 0's mapped lock
+                              * word line, -1 = the host's allreduce */
+    uint64_t barrier_seq;    /* barriers done on the mapped line */
     uint8_t *tstate;         /* [nranks] per-target epoch state */
     int nlocked;
     int *start_ranks;        /* current PSCW access group */
@@ -778,6 +782,8 @@ bool os_remote_acc_one_sided(const os_win_t *w, const os_rma_op_t *op, const cha
 bool os_remote_req_test(os_ucx_done_t *d, os_status_t *st);
 /* Remote completion of everything issued to target (all when target < 0). */
 os_status_t os_remote_flush(os_win_t *w, int target);
+/* A barrier over the window's processes that also ORs *queued (net/barrier.c). */
+os_status_t os_remote_barrier(os_win_t *w, int *queued);
 /* Send operations kept under deferred locks (MPI_Win_sync). */
 os_status_t os_remote_send_kept(os_win_t *w);
 /* Passive-target locks of a window spanning nodes, for every target (the

@@ -207,7 +207,9 @@ os_status_t os_win_fence(os_win_t *w, int assert)
         st = os_remote_flush(w, -1);
         atomic_thread_fence(memory_order_seq_cst);
         int queued = w->nqueue > 0;
-        PMPI_Allreduce(MPI_IN_PLACE, &queued, 1, MPI_INT, MPI_LOR, w->comm);
+        os_status_t bar = os_remote_barrier(w, &queued);
+        if (!st)
+            st = bar;
         if (queued) {
             for (size_t i = 0; i < w->nqueue && !st; i++)
                 st = os_rma_execute(w, &w->queue[i]);
@@ -215,7 +217,10 @@ os_status_t os_win_fence(os_win_t *w, int assert)
             if (!st)
                 st = fl;
             atomic_thread_fence(memory_order_seq_cst);
-            PMPI_Barrier(w->comm);
+            int none = 0;
+            bar = os_remote_barrier(w, &none);
+            if (!st)
+                st = bar;
         }
         w->fence_syncs++;
         OS_STAT(w, FENCE_SYNCS, 1);

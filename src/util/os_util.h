@@ -155,6 +155,11 @@ void os_log_set_rank(int rank);
       "target would serve it; while it computes, CMA (stats node_requests, "                   \
       "node_requests_served, fallback_node_request_cma). Nodes of up to 64 processes. "        \
       "0 = always CMA.")                                                                       \
+    X(fence_mapped, int, "ONESIDED_FENCE_MAPPED", NULL, "1",                                   \
+      "1 = a synchronizing MPI_Win_fence of a window spanning nodes whose every process maps "  \
+      "window rank 0's network lock word (virtual nodes of one host) meets on counters there, " \
+      "by CPU atomics (stat fence_mapped); agreed by the window's first such fence. 0 = always " \
+      "the host MPI's allreduce.")                                                              \
     X(host_progress, int, "ONESIDED_HOST_PROGRESS", NULL, "1",                                \
       "1 = while this process waits inside the host MPI (MPI_Barrier, MPI_Recv, ...), the "   \
       "host's poll loop also progresses onesided's worker (through ucp_worker_progress, and " \

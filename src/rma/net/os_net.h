@@ -15,6 +15,7 @@
  *   request.c      the origin's requests and their replies
  *   serve.c        the target's side: serving requests
  *   lock.c         lock epochs toward another node (the three designs)
+ *   barrier.c      the fence's barrier: on mapped counters, else the host's
  *   origin.c       the origin's operations and their completion
  *   window.c       a window's network state: keys, lock word, route
  *   init.c         starts the network path: wires request.c's reply

@@ -50,8 +50,9 @@ static os_status_t remote_alloc(os_win_t *w)
         return OS_ERR(OS_ERR_NOMEM, "window of %d processes", n);
     if ((st = os_lockword_get(&w->netword, &w->netword_block)))
         return st;
-    atomic_store(w->netword, 0);
-    atomic_store(os_win_remote_completes(w), 0);
+    /* The whole line: lock word, completes, the fence's counters (barrier.c). */
+    for (int i = 0; i < (int)(OS_CACHELINE / sizeof *w->netword); i++)
+        atomic_store(w->netword + i, 0);
     w->lock_rng = (uint64_t)w->peers[w->rank].world * 0x9e3779b97f4a7c15ull + 1;
     if (w->cfg.lock == OS_LOCK_HYBRID) {
         /* Before anybody has the key: the word starts parked, CPU mode. */
