@@ -232,6 +232,10 @@ typedef enum {
     ONESIDED_STAT_FENCE_MAPPED,     /* fence barriers between nodes done on the counters UCX maps
                                        here (window rank 0's lock word line) instead of the host's
                                        allreduce (ONESIDED_FENCE_MAPPED) */
+    ONESIDED_STAT_ACC_HOST_JOINED,  /* windows between virtual nodes of one host: targets for
+                                       which this process joined the bulk accumulate handshake
+                                       on the words UCX maps (every process joining for a
+                                       target lets bulk accumulates run there) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

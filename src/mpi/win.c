@@ -279,7 +279,8 @@ int MPI_Win_set_info(MPI_Win win, MPI_Info info)
     if (w->cfg.acc_direct)
         cfg.acc_bulk_min = w->cfg.acc_bulk_min;
     w->cfg = cfg;
-    w->acc_bulk_bytes = os_acc_bulk_bytes(w, cfg.acc_bulk_min);
+    if (!w->cfg.acc_direct)
+        w->acc_bulk_bytes = os_acc_bulk_bytes(w, cfg.acc_bulk_min);
     return MPI_SUCCESS;
 }
 

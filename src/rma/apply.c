@@ -123,8 +123,9 @@ os_status_t os_apply_move(os_win_t *w, int target, bool to_target, char *taddr,
  * one lock-prefixed instruction per element runs near 1 GB/s, while plain
  * vectorized reductions run ten times faster. The handshake that keeps them
  * apart from CPU-atomic accumulates is described at os_acc_atomic_try_enter
- * (os_rma.h). Bulk accumulates also hold the target's accumulate mutex,
- * which orders them among themselves. */
+ * (os_rma.h). Bulk accumulates also hold the target's flag (its
+ * accumulate mutex on one node, os_acc_flag), which orders them among
+ * themselves. */
 void os_acc_atomic_wait(os_win_t *w, int target)
 {
     while (!os_acc_atomic_try_enter(w, target)) {
@@ -141,13 +142,18 @@ void os_acc_mutex_acquire(os_win_t *w, int target, uint64_t how)
         os_backoff_wait(&b);
 }
 
-void os_acc_node_quiet_wait(const os_win_t *w)
+void os_acc_flag_acquire(os_win_t *w, int target)
 {
-    for (int i = 0; i < w->nnode_ranks; i++) {
-        os_backoff_t b = OS_BACKOFF_INIT;
-        while (!os_acc_atomic_quiet(w, w->node_ranks[i]))
-            os_backoff_wait(&b);
-    }
+    os_backoff_t b = OS_BACKOFF_INIT;
+    while (!os_acc_word_try(os_acc_flag(w, target), OS_ACC_HELD_BULK))
+        os_backoff_wait(&b);
+}
+
+void os_acc_all_quiet_wait(const os_win_t *w)
+{
+    os_backoff_t b = OS_BACKOFF_INIT;
+    while (!os_acc_all_quiet(w))
+        os_backoff_wait(&b);
 }
 
 /* One run of an accumulate on a CMA peer's private memory, the accumulate
@@ -294,7 +300,7 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
     char *obuf = NULL, *fbuf = NULL, *tbuf = NULL, *fdata = NULL;
     os_peer_t *p = &w->peers[op->target];
     os_acc_mode_t mode = os_acc_mode(w, op->target, taddr, tt);
-    const bool bulk = mode == OS_ACC_ATOMIC && os_acc_bulk(w, bytes);
+    const bool bulk = mode == OS_ACC_ATOMIC && os_acc_bulk(w, op->target, bytes);
     bool locked = false, atomic_entered = false, bulk_entered = false;
     cma_runs_t edges = { 0 };
 
@@ -488,8 +494,8 @@ static bool try_apply_bulk(os_win_t *w, int target, bool fetch, os_op_t op, os_b
     if (hold && (target != w->rank || !w->amo_own_worker || !os_ucx_worker_try_hold()))
         return false;
     bool done = false;
-    if (os_acc_mutex_try(w, target, OS_ACC_HELD_BULK)) {
-        if (os_acc_node_quiet(w)) {
+    if (os_acc_word_try(os_acc_flag(w, target), OS_ACC_HELD_BULK)) {
+        if (os_acc_all_quiet(w)) {
             size_t pos = 0;
             for (uint32_t i = 0; i < nruns; pos += runs[i].len, i++) {
                 if (fetch)
@@ -500,7 +506,7 @@ static bool try_apply_bulk(os_win_t *w, int target, bool fetch, os_op_t op, os_b
             OS_STAT(w, ACC_BULK_ELEMS, bytes / esize);
             done = true;
         }
-        os_acc_mutex_release(w, target);
+        os_acc_bulk_exit(w, target);
     }
     if (hold)
         os_ucx_worker_release();

@@ -306,6 +306,27 @@ fast_target_offset(const os_win_t *w, const os_peer_t *p, os_rma_kind_t kind, in
            *off <= (long long)p->size - (long long)bytes;
 }
 
+/* A bulk accumulate of count contiguous elements at taddr (the fast
+ * paths': this node's memory, or another virtual node's that UCX maps
+ * here): the handshake holds off CPU atomics, then plain reductions, whose
+ * stores the next flush orders. origin NULL: no reduction (NO_OP). */
+static void acc_bulk_contig(os_win_t *w, int target, os_op_t rop, const os_dtype_t *t,
+                            size_t count, char *taddr, const void *origin, void *fetch)
+{
+    const size_t e = t->basic_size;
+    os_reduce_fn loop = origin ? os_reduce_loop(rop, (os_basic_t)t->basic, e) : NULL;
+    w->stores_unordered = true;
+    os_acc_bulk_enter(w, target);
+    if (fetch)
+        os_copy(fetch, taddr, count * e);
+    if (loop)
+        loop(taddr, origin, count);
+    else if (origin)
+        os_reduce(rop, (os_basic_t)t->basic, e, taddr, origin, count);
+    os_acc_bulk_exit(w, target);
+    OS_STAT(w, ACC_BULK_ELEMS, count);
+}
+
 /* os_rma_fast for another node's memory that UCX maps here (another virtual
  * node of this host, ucp_rkey_ptr), kept out of the node path so that path
  * stays as short as it was. Puts and gets copy it as the network path would
@@ -313,8 +334,9 @@ fast_target_offset(const os_win_t *w, const os_peer_t *p, os_rma_kind_t kind, in
  * held (not one the manager design defers to the unlock), the epochs whose
  * rules need nothing of the network's. Accumulates there are this CPU's
  * atomics, as the network path's would be (direct_acc, acc_in_place): on a
- * window with direct accumulates, whose target node does none in bulk, into
- * memory without the accumulate mutex, and none of this origin's
+ * window with direct accumulates, into memory without the accumulate
+ * mutex (in bulk or inside the handshake where every process joined it,
+ * acc_host: net/window.c), and none of this origin's
  * accumulates still on their way as requests, which must apply first
  * (same-origin ordering). Same contract as os_rma_fast: false, having done
  * nothing, for anything it does not take. */
@@ -351,13 +373,25 @@ mapped_fast(os_win_t *w, const os_peer_t *p, os_rma_kind_t kind, os_op_t rop,
     if (acc) {
         if (rop == OS_OP_NO_OP)
             origin = NULL;
+        OS_STAT(w, ACC_MAPPED, 1);
+        if (kind != OS_RMA_CAS && os_acc_bulk(w, target, bytes)) {
+            /* Every process joined the handshake (acc_host): in bulk, as
+             * the target's node does. */
+            acc_bulk_contig(w, target, rop, t, count, local, origin, fetch ? result : NULL);
+            return true;
+        }
+        /* Under acc_host inside the handshake, which bulk accumulates of
+         * any node may hold; otherwise none runs on the window. */
+        if (w->acc_host)
+            os_acc_atomic_enter(w, target);
         if (kind == OS_RMA_CAS)
             os_cas_atomic(e, local, compare, origin, result);
         else if (count > 1 ||
                  !atomic_word(rop, (os_basic_t)t->basic, local, origin, fetch ? result : NULL))
             os_reduce_atomic(rop, (os_basic_t)t->basic, e, local, origin, fetch ? result : NULL,
                              count);
-        OS_STAT(w, ACC_MAPPED, 1);
+        if (w->acc_host)
+            os_acc_atomic_exit(w);
         if (count == 1)
             OS_STAT(w, ACC_DIRECT, 1);
         return true;
@@ -497,19 +531,8 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
     }
     if (rop == OS_OP_NO_OP)
         origin = NULL;
-    if (mode == OS_ACC_ATOMIC && kind != OS_RMA_CAS && os_acc_bulk(w, bytes)) {
-        /* Bulk: the handshake holds off CPU atomics, then plain reductions. */
-        os_reduce_fn loop = origin ? os_reduce_loop(rop, (os_basic_t)t->basic, e) : NULL;
-        w->stores_unordered = true;
-        os_acc_bulk_enter(w, target);
-        if (fetch)
-            os_copy(result, taddr, bytes);
-        if (loop)
-            loop(taddr, origin, count);
-        else if (origin)
-            os_reduce(rop, (os_basic_t)t->basic, e, taddr, origin, count);
-        os_acc_bulk_exit(w, target);
-        OS_STAT(w, ACC_BULK_ELEMS, count);
+    if (mode == OS_ACC_ATOMIC && kind != OS_RMA_CAS && os_acc_bulk(w, target, bytes)) {
+        acc_bulk_contig(w, target, rop, t, count, taddr, origin, fetch ? result : NULL);
         return true;
     }
     if (mode == OS_ACC_ATOMIC) {

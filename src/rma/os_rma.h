@@ -367,6 +367,14 @@ typedef struct os_win {
     int *node_index;        /* [nranks] position in node_ranks, or -1 off this node */
     size_t acc_bulk_bytes;  /* accumulates from this many bytes on memory that takes CPU
                              * atomics go bulk (os_acc_bulk); 0 = never */
+    /* The bulk handshake's words (os_acc_atomic_try_enter): this process's
+     * two counts, in its control line, or under acc_host in its network
+     * word unit; under acc_host also every target's flag and joined count
+     * and every process's counts there (net/window.c, os_acc_host_*). */
+    _Atomic uint64_t *acc_mine, *acc_mine_main;
+    bool acc_host;
+    _Atomic uint64_t **acc_host_flag;   /* [nranks] */
+    _Atomic uint64_t **acc_host_counts; /* [2 * nranks] */
     _Atomic uint64_t *post; /* [nranks][post_stride]: post[o][t] counts posts by t for o */
     size_t post_stride;
     /* [nnode_ranks][complete_stride], by node positions: complete[t][o]
@@ -594,24 +602,50 @@ static inline os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const cha
     return ok ? OS_ACC_ATOMIC : OS_ACC_MUTEX;
 }
 
+/* A window's network words in each process (net/lockword.c): a unit of
+ * OS_NL_UNIT_LINES cache lines of UCX memory. The first holds the lock
+ * word, os_win_remote_completes and the fence's counters (net/barrier.c);
+ * the others the bulk handshake's words between virtual nodes of one host
+ * (acc_host, net/window.c), each on a line of its own as in the control
+ * area: the flag that bulk accumulates on this process's memory hold and
+ * how many processes joined the handshake for it (written rarely, read by
+ * every CPU-atomic accumulate on it), and this process's two counts
+ * (written by it at every CPU-atomic accumulate, by different threads). */
+enum {
+    OS_NL_LINE_WORDS = OS_CACHELINE / 8,
+    OS_NL_UNIT_LINES = 4,
+    OS_NL_UNIT_WORDS = OS_NL_UNIT_LINES * OS_NL_LINE_WORDS,
+    OS_NL_ACC_FLAG_WORD = OS_NL_LINE_WORDS,
+    OS_NL_ACC_JOINED_WORD = OS_NL_LINE_WORDS + 1,
+    OS_NL_ACC_ACTIVE_WORD = 2 * OS_NL_LINE_WORDS,
+    OS_NL_ACC_ACTIVE_MAIN_WORD = 3 * OS_NL_LINE_WORDS,
+};
+
 /* The accumulate mutex of a target (os_rank_ctl_t.acc_mutex), a
  * test-and-set word as the host MPIs' own: taking it is one locked
  * instruction and giving it back a store, where a ticket lock's release is
  * a second one, a tenth of a small accumulate. Its holder says why:
  * OS_ACC_HELD around accumulates that are not CPU atomics (wide elements,
  * memory reached by CMA), OS_ACC_HELD_BULK around bulk ones, which
- * CPU-atomic accumulates must wait out (below). */
+ * CPU-atomic accumulates must wait out (below; under acc_host bulk ones
+ * hold a flag of their own instead, os_acc_flag). */
 enum { OS_ACC_FREE = 0, OS_ACC_HELD = 1, OS_ACC_HELD_BULK = 2 };
 
-static inline bool os_acc_mutex_try(os_win_t *w, int target, uint64_t how)
+/* Takes a test-and-set word (the accumulate mutex, or under acc_host a
+ * bulk flag) for `how`. seq_cst: taking it for a bulk accumulate is the
+ * store of the Dekker handshake below, ordered before the loads of the
+ * counts. */
+static inline bool os_acc_word_try(_Atomic uint64_t *m, uint64_t how)
 {
-    _Atomic uint64_t *m = &w->ctl[target].acc_mutex;
     uint64_t free_word = OS_ACC_FREE;
-    /* seq_cst: taking it for a bulk accumulate is the store of the Dekker
-     * handshake below, ordered before the loads of the counts. */
     return atomic_load_explicit(m, memory_order_relaxed) == OS_ACC_FREE &&
            atomic_compare_exchange_strong_explicit(m, &free_word, how, memory_order_seq_cst,
                                                    memory_order_relaxed);
+}
+
+static inline bool os_acc_mutex_try(os_win_t *w, int target, uint64_t how)
+{
+    return os_acc_word_try(&w->ctl[target].acc_mutex, how);
 }
 
 /* Waits with back-off (apply.c). */
@@ -622,10 +656,18 @@ static inline void os_acc_mutex_release(os_win_t *w, int target)
     atomic_store_explicit(&w->ctl[target].acc_mutex, OS_ACC_FREE, memory_order_release);
 }
 
+/* The word a bulk accumulate on target holds, which CPU-atomic accumulates
+ * there read as their flag: the target's accumulate mutex, or under
+ * acc_host the flag in its network words, which other virtual nodes map. */
+static inline _Atomic uint64_t *os_acc_flag(const os_win_t *w, int target)
+{
+    return w->acc_host ? w->acc_host_flag[target] : &w->ctl[target].acc_mutex;
+}
+
 /* Whether a bulk accumulate runs on target (the CPU-atomic side's flag). */
 static inline bool os_acc_bulk_running(const os_win_t *w, int target)
 {
-    return atomic_load_explicit(&w->ctl[target].acc_mutex, memory_order_seq_cst) ==
+    return atomic_load_explicit(os_acc_flag(w, target), memory_order_seq_cst) ==
            OS_ACC_HELD_BULK;
 }
 
@@ -638,18 +680,24 @@ static inline bool os_acc_bulk_running(const os_win_t *w, int target)
  * CPU-atomic accumulate can touch the same memory: the two sides do a
  * Dekker handshake with sequentially consistent accesses. An atomic
  * accumulator raises its own count and then checks whether the target's
- * accumulate mutex is held for a bulk accumulate; a bulk accumulator takes
- * the mutex so (a locked compare-and-swap) and then waits until every
- * process's counts are zero. At least one side sees the other's write.
+ * flag is held for a bulk accumulate; a bulk accumulator takes the flag
+ * (a locked compare-and-swap) and then waits until the count of every
+ * process that can reach the memory is zero. At least one side sees the
+ * other's write. On one node the words are in the control area: the flag
+ * is the target's accumulate mutex, the counts are the node's. Between
+ * virtual nodes of one host (acc_host, net/window.c) other nodes' CPU
+ * atomics reach the memory through UCX's mapping too: the words are then
+ * in the network word units every process maps, and a bulk accumulate
+ * reads every process's counts.
  *
  * The main thread, when no other thread may call MPI (not
- * MPI_THREAD_MULTIPLE), keeps its own count, acc_active_main: one writer,
+ * MPI_THREAD_MULTIPLE), keeps its own count, acc_mine_main: one writer,
  * so raising it is an exchange (a locked instruction, the fence Dekker
  * needs) and lowering it a plain store, one locked instruction fewer per
  * accumulate than the shared count's fetch-and-add and fetch-and-sub.
  * Any other thread (the progress thread serving remote origins, a host MPI
  * thread that progresses onesided's worker, every thread under
- * MPI_THREAD_MULTIPLE) shares acc_active. Both nest (a wait inside a
+ * MPI_THREAD_MULTIPLE) shares acc_mine. Both nest (a wait inside a
  * section may serve a request that enters again), hence counts. */
 static inline bool os_acc_own_count(void)
 {
@@ -658,65 +706,84 @@ static inline bool os_acc_own_count(void)
 
 static inline bool os_acc_atomic_try_enter(os_win_t *w, int target)
 {
-    os_rank_ctl_t *me = &w->ctl[w->rank];
     if (os_acc_own_count()) {
-        uint64_t n = atomic_load_explicit(&me->acc_active_main, memory_order_relaxed);
-        atomic_exchange_explicit(&me->acc_active_main, n + 1, memory_order_seq_cst);
+        _Atomic uint64_t *c = w->acc_mine_main;
+        uint64_t n = atomic_load_explicit(c, memory_order_relaxed);
+        atomic_exchange_explicit(c, n + 1, memory_order_seq_cst);
         if (!os_acc_bulk_running(w, target))
             return true;
-        atomic_store_explicit(&me->acc_active_main, n, memory_order_release);
+        atomic_store_explicit(c, n, memory_order_release);
         return false;
     }
-    atomic_fetch_add_explicit(&me->acc_active, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(w->acc_mine, 1, memory_order_seq_cst);
     if (!os_acc_bulk_running(w, target))
         return true;
-    atomic_fetch_sub_explicit(&me->acc_active, 1, memory_order_release);
+    atomic_fetch_sub_explicit(w->acc_mine, 1, memory_order_release);
     return false;
 }
 
-/* No CPU-atomic accumulate of rank r in flight (the bulk side's check). */
-static inline bool os_acc_atomic_quiet(const os_win_t *w, int r)
+/* No CPU-atomic accumulate in flight by the process whose two counts
+ * these are (the bulk side's check). */
+static inline bool os_acc_counts_quiet(_Atomic uint64_t *active, _Atomic uint64_t *active_main)
 {
-    return !atomic_load_explicit(&w->ctl[r].acc_active, memory_order_seq_cst) &&
-           !atomic_load_explicit(&w->ctl[r].acc_active_main, memory_order_seq_cst);
+    return !atomic_load_explicit(active, memory_order_seq_cst) &&
+           !atomic_load_explicit(active_main, memory_order_seq_cst);
 }
 
-/* Every process of the node quiet (os_acc_atomic_quiet): only they map
- * this node's memory, so only they can have CPU atomics in flight on it. */
-static inline bool os_acc_node_quiet(const os_win_t *w)
+/* Every process that can have CPU atomics in flight on memory this process
+ * bulk-accumulates on is quiet: the node's, which alone map its memory, or
+ * under acc_host every process of the window. */
+static inline bool os_acc_all_quiet(const os_win_t *w)
 {
-    for (int i = 0; i < w->nnode_ranks; i++)
-        if (!os_acc_atomic_quiet(w, w->node_ranks[i]))
+    if (w->acc_host) {
+        for (int r = 0; r < w->nranks; r++)
+            if (!os_acc_counts_quiet(w->acc_host_counts[2 * r], w->acc_host_counts[2 * r + 1]))
+                return false;
+        return true;
+    }
+    for (int i = 0; i < w->nnode_ranks; i++) {
+        os_rank_ctl_t *c = &w->ctl[w->node_ranks[i]];
+        if (!os_acc_counts_quiet(&c->acc_active, &c->acc_active_main))
             return false;
+    }
     return true;
 }
 
 /* Waits with back-off (apply.c). */
-void os_acc_node_quiet_wait(const os_win_t *w);
+void os_acc_all_quiet_wait(const os_win_t *w);
 
-/* Around a bulk accumulate on target: its accumulate mutex taken for bulk,
- * then every CPU-atomic accumulate there waited out. Inline: from 32 bytes
- * the handshake replaces one locked instruction per element, so its own
- * cost (one locked instruction and a read of each node process's counts)
- * must stay at a host MPI's lock. */
+/* Around a bulk accumulate on target: its flag taken, then every CPU-atomic
+ * accumulate that can reach it waited out. Inline: from 32 bytes the
+ * handshake replaces one locked instruction per element, so its own cost
+ * (one locked instruction and a read of each process's counts) must stay
+ * at a host MPI's lock. */
+void os_acc_flag_acquire(os_win_t *w, int target);
+
 static inline void os_acc_bulk_enter(os_win_t *w, int target)
 {
-    if (!os_acc_mutex_try(w, target, OS_ACC_HELD_BULK))
-        os_acc_mutex_acquire(w, target, OS_ACC_HELD_BULK);
-    if (!os_acc_node_quiet(w))
-        os_acc_node_quiet_wait(w);
+    if (!os_acc_word_try(os_acc_flag(w, target), OS_ACC_HELD_BULK))
+        os_acc_flag_acquire(w, target);
+    if (!os_acc_all_quiet(w))
+        os_acc_all_quiet_wait(w);
 }
 
 static inline void os_acc_bulk_exit(os_win_t *w, int target)
 {
-    os_acc_mutex_release(w, target);
+    atomic_store_explicit(os_acc_flag(w, target), OS_ACC_FREE, memory_order_release);
 }
 
-/* Whether an accumulate of `bytes` on memory whose elements take CPU
- * atomics goes bulk (os_win_t.acc_bulk_bytes). */
-static inline bool os_acc_bulk(const os_win_t *w, size_t bytes)
+/* Whether an accumulate of `bytes` on target's memory, whose elements take
+ * CPU atomics, goes bulk (os_win_t.acc_bulk_bytes). Under acc_host only
+ * once every process of the window joined the handshake for the target:
+ * one that did not may change the memory with atomics the handshake cannot
+ * hold off (net/window.c). */
+static inline bool os_acc_bulk(const os_win_t *w, int target, size_t bytes)
 {
-    return w->acc_bulk_bytes && bytes >= w->acc_bulk_bytes;
+    return w->acc_bulk_bytes && bytes >= w->acc_bulk_bytes &&
+           (!w->acc_host ||
+            atomic_load_explicit(w->acc_host_flag[target] + OS_NL_ACC_JOINED_WORD -
+                                     OS_NL_ACC_FLAG_WORD, memory_order_acquire) ==
+                (uint64_t)w->nranks);
 }
 
 /* Until no bulk accumulate runs on target, then entered (apply.c). */
@@ -730,13 +797,13 @@ static inline void os_acc_atomic_enter(os_win_t *w, int target)
 
 static inline void os_acc_atomic_exit(os_win_t *w)
 {
-    os_rank_ctl_t *me = &w->ctl[w->rank];
     if (os_acc_own_count()) {
-        uint64_t n = atomic_load_explicit(&me->acc_active_main, memory_order_relaxed);
-        atomic_store_explicit(&me->acc_active_main, n - 1, memory_order_release);
+        _Atomic uint64_t *c = w->acc_mine_main;
+        uint64_t n = atomic_load_explicit(c, memory_order_relaxed);
+        atomic_store_explicit(c, n - 1, memory_order_release);
         return;
     }
-    atomic_fetch_sub_explicit(&me->acc_active, 1, memory_order_release);
+    atomic_fetch_sub_explicit(w->acc_mine, 1, memory_order_release);
 }
 
 /* apply.c: for net/serve.c */

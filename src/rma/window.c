@@ -217,7 +217,7 @@ static void free_parts(os_win_t *w)
 }
 
 /* Automatic: a bulk accumulate's own cost is one locked instruction and a
- * read of two counts per process of the node, while each element it saves
+ * read of two counts per process of the node (of the window, acc_host), while each element it saves
  * is one locked instruction (about 9 ns on a 2022 server core). With few
  * processes the handshake wins from a few elements; it reads more counts,
  * each a cache miss when its owner accumulates meanwhile, as the node
@@ -228,7 +228,7 @@ size_t os_acc_bulk_bytes(const os_win_t *w, int acc_bulk_min)
     enum { AUTO_PER_PROCESS = 16, AUTO_MIN = 32, AUTO_MAX = 512 };
     if (acc_bulk_min >= 0)
         return (size_t)acc_bulk_min;
-    size_t b = (size_t)w->nnode_ranks * AUTO_PER_PROCESS;
+    size_t b = (size_t)(w->acc_host ? w->nranks : w->nnode_ranks) * AUTO_PER_PROCESS;
     return b < AUTO_MIN ? AUTO_MIN : b > AUTO_MAX ? AUTO_MAX : b;
 }
 
@@ -375,15 +375,18 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
      * exclude the network atomics too (net/window.c decides). */
     w->served_bulk_min = os_acc_bulk_bytes(w, w->cfg.acc_bulk_min);
     if (w->multinode && w->cfg.acc_direct && flavor != OS_FLAVOR_DYNAMIC)
-        w->cfg.acc_bulk_min = 0;
+        w->acc_bulk_bytes = 0; /* unless every process joins (net/window.c, acc_host) */
     else
         w->cfg.acc_direct = 0;
-    w->acc_bulk_bytes = os_acc_bulk_bytes(w, w->cfg.acc_bulk_min);
+    if (!w->cfg.acc_direct)
+        w->acc_bulk_bytes = os_acc_bulk_bytes(w, w->cfg.acc_bulk_min);
     if (flavor == OS_FLAVOR_DYNAMIC && (st = os_dyn_init(w)))
         goto fail;
 
     char *ctl = sh->ctl.addr;
     w->ctl = (os_rank_ctl_t *)ctl;
+    w->acc_mine = &w->ctl[w->rank].acc_active;
+    w->acc_mine_main = &w->ctl[w->rank].acc_active_main;
     w->post = (_Atomic uint64_t *)(ctl + sh->post_off);
     w->post_stride = sh->post_stride;
     w->complete = (_Atomic uint64_t *)(ctl + sh->complete_off);

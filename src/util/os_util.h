@@ -109,7 +109,8 @@ void os_log_set_rank(int rank);
       "to another node's memory (Fetch_and_op, Compare_and_swap, Get_accumulate and "          \
       "uncoalesced Accumulate with SUM, REPLACE, NO_OP, BAND, BOR or BXOR on the types UCX "    \
       "can take) is one network atomic, done without the target. Such windows give up bulk "   \
-      "accumulates (onesided_acc_bulk_min), whose plain stores a network atomic cannot see. "  \
+      "accumulates (onesided_acc_bulk_min), whose plain stores a network atomic cannot see, "  \
+      "except between virtual nodes of one host whose memory UCX maps everywhere. "            \
       "Agreed at window creation (any process asking for 0 wins).")                            \
     X(alloc_mem_shared, int, "ONESIDED_ALLOC_MEM", NULL, "1",                                 \
       "1 = MPI_Alloc_mem returns memory other processes of the node can map, so that "       \

@@ -26,6 +26,14 @@
  *    counter. The target combines them in bulk only where it can hold off
  *    every network atomic (all of them emulated by its own worker: TCP
  *    alone); `--served-bulk yes|no` says which this run must show.
+ *  - mapped bulk: between virtual nodes whose memory and network words UCX
+ *    maps in every process (MPI_Win_allocate over shared memory), every
+ *    process joins the bulk handshake for every target, and large
+ *    accumulates, the owner's and other nodes', run in bulk beside
+ *    everybody's Fetch_and_op, exact; elsewhere (MPI_Win_create memory,
+ *    TCP alone, onesided_acc_bulk_min=0) nobody joins for all and nothing
+ *    runs in bulk. `--acc-host yes|no` says which this run must show on
+ *    MPI_Win_allocate.
  */
 #include "common.h"
 
@@ -106,18 +114,47 @@ static bool off_rank0_node(int rank)
     return k > 0 && rank / k != 0;
 }
 
-/* Rank 0 runs the large accumulates on its own memory (a bulk accumulate
- * on a window without direct ones). */
+/* Whether this run must show every process joined to the bulk handshake
+ * for every target on MPI_Win_allocate windows spanning nodes (--acc-host). */
+static bool acc_host_expected;
+
+/* Whether windows of this flavor must run bulk accumulates beside direct
+ * ones: every process joined for every target (acc_host). */
+static bool acc_host_of(int flavor)
+{
+    return acc_host_expected && flavor == F_ALLOCATE;
+}
+
+/* Every process joined for every target, or (acc_host_of false) not all
+ * of them did (a process joins for all targets or for none). */
+static void check_joined(const t_win_t *tw, int flavor)
+{
+    const uint64_t joined = stat_of(tw->win, ONESIDED_STAT_ACC_HOST_JOINED);
+    if (acc_host_of(flavor))
+        CHECK(joined == (uint64_t)t_size, "%s: rank %d joined the bulk handshake for %llu "
+              "targets, expected all %d", flavor_name[flavor], t_rank,
+              (unsigned long long)joined, t_size);
+    int all = joined == (uint64_t)t_size, every = 0;
+    MPI_Allreduce(&all, &every, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!acc_host_of(flavor) && has_remote_target(flavor))
+        CHECK(!every, "%s: every process joined the bulk handshake, which this run must not "
+              "allow", flavor_name[flavor]);
+}
+
+/* Rank 0 runs the large accumulates on its own memory: in bulk on one
+ * node, and between nodes only where every process joined the handshake. */
 static void test_mixed_paths(int flavor)
 {
     t_win_t tw = race_on_counter(flavor, ITERS, is_rank0, "owner's accumulates");
+    check_joined(&tw, flavor);
     if (t_rank == 0) {
         uint64_t bulk = stat_of(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
-        if (has_remote_target(flavor))
+        if (has_remote_target(flavor) && !acc_host_of(flavor))
             CHECK(bulk == 0, "%s: %llu elements took the bulk path beside direct accumulates",
                   flavor_name[flavor], (unsigned long long)bulk);
         else
-            CHECK(bulk > 0, "%s: no bulk accumulate on one node", flavor_name[flavor]);
+            CHECK(bulk > 0, "%s: no bulk accumulate on %s", flavor_name[flavor],
+                  has_remote_target(flavor) ? "memory every process joined for" : "one node");
     }
     if (has_remote_target(flavor) && t_rank != 0 && flavor == F_ALLOCATE) {
         int k = t_node_size_of(flavor);
@@ -147,6 +184,44 @@ static void test_served_bulk(int flavor, int expect)
             CHECK(bulk == 0, "%s: %llu elements combined in bulk where network atomics may "
                   "bypass the worker", flavor_name[flavor], (unsigned long long)bulk);
     }
+    t_win_free(&tw);
+}
+
+/* The ranks on other nodes than rank 0 run large accumulates on rank 0's
+ * memory through UCX's mapping, in bulk where every process joined the
+ * handshake, racing with everybody's Fetch_and_op; then each fetches the
+ * whole block back in one Get_accumulate (in bulk too), which must see
+ * every update. */
+static void test_mapped_bulk(int flavor)
+{
+    if (!has_remote_target(flavor))
+        return;
+    served_node_size = t_node_size_of(flavor);
+    t_win_t tw = race_on_counter(flavor, ITERS / 2, off_rank0_node, "mapped accumulates");
+    check_joined(&tw, flavor);
+    int nbulk = 0;
+    for (int r = 0; r < t_size; r++)
+        nbulk += off_rank0_node(r);
+    const int64_t b = (int64_t)nbulk * ((ITERS / 2 + BULK_EVERY - 1) / BULK_EVERY);
+    int64_t *got = calloc(BULK_ELEMS, sizeof *got), dummy = 0;
+    MPI_Win_lock_all(0, tw.win);
+    MPI_Get_accumulate(&dummy, 0, MPI_INT64_T, got, BULK_ELEMS, MPI_INT64_T, 0,
+                       t_disp(&tw, 0, 0), BULK_ELEMS, MPI_INT64_T, MPI_NO_OP, tw.win);
+    MPI_Win_unlock_all(tw.win);
+    CHECK(got[0] == (int64_t)t_size * (ITERS / 2) + b && got[BULK_ELEMS - 1] == b,
+          "%s: rank %d fetched %lld and %lld, expected %lld and %lld", flavor_name[flavor],
+          t_rank, (long long)got[0], (long long)got[BULK_ELEMS - 1],
+          (long long)t_size * (ITERS / 2) + b, (long long)b);
+    if (off_rank0_node(t_rank)) {
+        const uint64_t bulk = stat_of(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
+        if (acc_host_of(flavor))
+            CHECK(bulk > 0, "%s: rank %d ran no accumulate on mapped memory in bulk",
+                  flavor_name[flavor], t_rank);
+        else
+            CHECK(bulk == 0, "%s: rank %d ran %llu elements in bulk on memory not every "
+                  "process joined for", flavor_name[flavor], t_rank, (unsigned long long)bulk);
+    }
+    free(got);
     t_win_free(&tw);
 }
 
@@ -462,10 +537,14 @@ int main(int argc, char **argv)
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--served-bulk"))
             served_bulk = !strcmp(argv[i + 1], "yes");
+        else if (!strcmp(argv[i], "--acc-host"))
+            acc_host_expected = !strcmp(argv[i + 1], "yes");
     test_served_bulk(F_ALLOCATE, served_bulk);
     test_served_bulk(F_ALLOCMEM, served_bulk);
     test_mixed_paths(F_ALLOCATE);
     test_mixed_paths(F_ALLOCMEM);
+    test_mapped_bulk(F_ALLOCATE);
+    test_mapped_bulk(F_ALLOCMEM);
     test_cas_counter();
     test_results_and_order(F_ALLOCATE);
     test_results_and_order(F_CREATE);

@@ -6,8 +6,9 @@
  * shmdt and IPC_RMID at free. With a segment per window that was most of
  * MPI_Win_create's and MPI_Win_free's time between virtual nodes (3.2x and
  * 7.7x native MPICH's). So words come from blocks kept until MPI_Finalize,
- * a cache line each, and a peer's key to a block is unpacked once per
- * process. A word goes back to its block when its window is freed: after
+ * a unit of OS_NL_UNIT_LINES cache lines each (the lock word's line and
+ * the bulk handshake's, os_rma.h), and a peer's key to a block is unpacked
+ * once per process. A word goes back to its block when its window is freed: after
  * MPI_Win_free's barrier, and after this process stopped serving the
  * window, nobody touches it until the next window that takes it has
  * cleared it and handed out its key. */
@@ -16,7 +17,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-enum { WORDS_PER_BLOCK = 4096 / OS_CACHELINE };
+enum { WORDS_PER_BLOCK = 64, UNIT_BYTES = OS_NL_UNIT_LINES * OS_CACHELINE };
 
 struct os_lockword_block {
     os_ucx_reg_t reg;
@@ -59,7 +60,7 @@ static os_status_t add_block(void)
         return OS_ERR(OS_ERR_NOMEM, "lock word list");
     }
     free_words = f;
-    if ((st = os_ucx_mem_alloc(WORDS_PER_BLOCK * OS_CACHELINE, &b->reg, &base))) {
+    if ((st = os_ucx_mem_alloc(WORDS_PER_BLOCK * UNIT_BYTES, &b->reg, &base))) {
         free(b);
         return st;
     }
@@ -69,7 +70,7 @@ static os_status_t add_block(void)
     blocks = b;
     /* Handed out from the block's start. */
     for (int i = WORDS_PER_BLOCK - 1; i >= 0; i--)
-        free_words[nfree++] = (free_word_t){ (_Atomic uint64_t *)(b->base + i * OS_CACHELINE), b };
+        free_words[nfree++] = (free_word_t){ (_Atomic uint64_t *)(b->base + i * UNIT_BYTES), b };
     return OS_OK;
 }
 

@@ -238,7 +238,9 @@ static bool atomic_by_request(os_win_t *w, const os_rma_op_t *op)
  * so they are coherent with the CPU atomics by which the target's own node
  * and the target's request server update every aligned element of 4 or 8
  * bytes, and a window with direct accumulates has no bulk accumulates (the
- * only plain stores; window.c). What is left out: targets whose memory
+ * only plain stores; window.c) unless every process takes part in their
+ * handshake, which an atomic UCX does rather than this CPU cannot
+ * (acc_host, net/window.c). What is left out: targets whose memory
  * takes the accumulate mutex (some process of their node reaches it by
  * CMA, which has no atomics), dynamic windows (no keys), ops with no network
  * atomic, elements of other sizes or misaligned, and buffers of more than
@@ -319,8 +321,13 @@ static os_status_t direct_acc(os_win_t *w, const os_rma_op_t *op, int amo, const
     os_req_await_acks(w, op->target);
     const os_peer_t *p = &w->peers[op->target];
     if (p->ucx_map) {
-        /* The same atomic as this process's CPU atomic on the mapping. */
+        /* The same atomic as this process's CPU atomic on the mapping,
+         * inside the bulk handshake where this process joined it. */
+        if (w->acc_host)
+            os_acc_atomic_enter(w, op->target);
         os_ucx_mapped_atomic((char *)addr + (p->ucx_map - p->base), amo, e, value, &old);
+        if (w->acc_host)
+            os_acc_atomic_exit(w);
         OS_STAT(w, ACC_MAPPED, 1);
     } else {
         os_status_t st = os_ucx_atomic(p->rdma_world, amo, e, value, &old,
@@ -344,8 +351,8 @@ static os_status_t direct_acc(os_win_t *w, const os_rma_op_t *op, int amo, const
  * conditions are those of the direct accumulate: every element of 1, 2, 4
  * or 8 bytes and aligned (else the target's mutex, which only its node
  * reaches, would be needed: a request), a window with direct accumulates
- * (no bulk accumulates on the target's node, whose plain stores these
- * atomics could not see), not under a deferred lock. *done is false, with
+ * (whose bulk accumulates, where there are any, this process's take part
+ * in: acc_host), not under a deferred lock. *done is false, with
  * nothing done, when it does not apply. */
 static os_status_t acc_in_place(os_win_t *w, const os_rma_op_t *op, char *taddr, bool *done)
 {
@@ -376,17 +383,31 @@ static os_status_t acc_in_place(os_win_t *w, const os_rma_op_t *op, char *taddr,
     /* Accumulates of one origin on one location apply in order: those sent
      * before as requests first. */
     os_req_await_acks(w, op->target);
-    /* As apply.c does for the target's own node: one call per copy of the
-     * type, scattered runs prefetched (os_reduce_runs). */
+    /* As apply.c does for the target's own node: in bulk where every
+     * process joined the handshake (acc_host), else one CPU atomic per
+     * element, inside the handshake where this process joined it; one call
+     * per copy of the type, scattered runs prefetched (os_reduce_runs). */
+    const bool bulk = os_acc_bulk(w, op->target, bytes);
+    if (bulk)
+        os_acc_bulk_enter(w, op->target);
+    else if (w->acc_host)
+        os_acc_atomic_enter(w, op->target);
     if (tt->contig) {
         const os_block_t whole = { tt->blocks[0].disp, bytes };
         os_reduce_runs(rop, (os_basic_t)tt->basic, esize, taddr + shift, &whole, 1, odata, fbuf,
-                       true);
+                       !bulk);
     } else {
         for (size_t rep = 0; rep < op->tcount; rep++, pos += tt->size)
             os_reduce_runs(rop, (os_basic_t)tt->basic, esize,
                            taddr + shift + (ptrdiff_t)rep * tt->extent, tt->blocks, tt->nblocks,
-                           odata ? odata + pos : NULL, fbuf ? fbuf + pos : NULL, true);
+                           odata ? odata + pos : NULL, fbuf ? fbuf + pos : NULL, !bulk);
+    }
+    if (bulk) {
+        os_acc_bulk_exit(w, op->target);
+        w->stores_unordered = true;
+        OS_STAT(w, ACC_BULK_ELEMS, bytes / esize);
+    } else if (w->acc_host) {
+        os_acc_atomic_exit(w);
     }
     if (fbuf)
         os_dtype_unpack(op->result, op->rtype, op->rcount, fbuf, bytes);

@@ -50,8 +50,9 @@ static os_status_t remote_alloc(os_win_t *w)
         return OS_ERR(OS_ERR_NOMEM, "window of %d processes", n);
     if ((st = os_lockword_get(&w->netword, &w->netword_block)))
         return st;
-    /* The whole line: lock word, completes, the fence's counters (barrier.c). */
-    for (int i = 0; i < (int)(OS_CACHELINE / sizeof *w->netword); i++)
+    /* The whole unit: lock word, completes, the fence's counters (barrier.c),
+     * the bulk handshake's words (acc_host_join). */
+    for (int i = 0; i < OS_NL_UNIT_WORDS; i++)
         atomic_store(w->netword + i, 0);
     w->lock_rng = (uint64_t)w->peers[w->rank].world * 0x9e3779b97f4a7c15ull + 1;
     if (w->cfg.lock == OS_LOCK_HYBRID) {
@@ -160,6 +161,60 @@ void os_remote_shell_release(os_shell_t *s)
             os_ucx_rkey_destroy(s->peer_data_keys[r].rkey);
     free(s->peer_data_keys);
     s->peer_data_keys = NULL;
+}
+
+/* Bulk accumulates between virtual nodes of one host (acc_host). A window
+ * with direct accumulates lets other nodes' processes change a target's
+ * memory with atomics, which the node's handshake (os_acc_atomic_try_enter)
+ * cannot see, so it gives up bulk accumulates: between virtual nodes a
+ * 1 MB accumulate ran at a twentieth of the hosts' own shared memory. But
+ * where UCX maps the memory here its atomics are this CPU's, and where it
+ * maps every process's network words too, this process can take part in
+ * the handshake with the words there: its counts in its own unit, the
+ * flag of each target in the target's. It joins the handshake where it
+ * changes every target's memory by CPU atomics alone (its own, a
+ * node-mate's, one UCX maps here, one without memory), adding one to each
+ * target's joined count; a bulk accumulate on a target waits for every
+ * process of the window to have joined (os_acc_bulk). A process that
+ * cannot, because some word or some memory is not mapped here
+ * (MPI_Win_create memory, say), joins for nobody: nobody accumulates in
+ * bulk on the window, its network atomics stay atomic, and no agreement is
+ * needed. Left out as well: windows whose
+ * network atomics some worker emulates (tcp_only anywhere: the served
+ * bulk of os_acc_try_apply holds them off with the node's words). Each
+ * joins before its window is made, so before any of its accumulates; the
+ * joined counts were cleared before the keys went out (remote_alloc). */
+static os_status_t acc_host_join(os_win_t *w, const remote_info_t *all)
+{
+    const int n = w->nranks;
+    if (!w->cfg.acc_direct || w->flavor == OS_FLAVOR_DYNAMIC || !w->cfg.acc_bulk_min)
+        return OS_OK;
+    for (int r = 0; r < n; r++) {
+        const os_peer_t *p = &w->peers[r];
+        const bool cpu_only = r == w->rank || p->access == OS_PEER_DIRECT ||
+                              (p->access == OS_PEER_REMOTE && (p->ucx_map || !all[r].key_len));
+        if (all[r].tcp_only || (r != w->rank && !w->nl_map[r]) || !cpu_only)
+            return OS_OK;
+    }
+    w->acc_host_flag = malloc(sizeof *w->acc_host_flag * (size_t)n);
+    w->acc_host_counts = malloc(sizeof *w->acc_host_counts * 2 * (size_t)n);
+    if (!w->acc_host_flag || !w->acc_host_counts)
+        return OS_ERR(OS_ERR_NOMEM, "bulk handshake of %d processes", n);
+    for (int r = 0; r < n; r++) {
+        _Atomic uint64_t *unit = r == w->rank ? w->netword : (_Atomic uint64_t *)w->nl_map[r];
+        w->acc_host_flag[r] = unit + OS_NL_ACC_FLAG_WORD;
+        w->acc_host_counts[2 * r] = unit + OS_NL_ACC_ACTIVE_WORD;
+        w->acc_host_counts[2 * r + 1] = unit + OS_NL_ACC_ACTIVE_MAIN_WORD;
+    }
+    w->acc_host = true;
+    w->acc_mine = w->netword + OS_NL_ACC_ACTIVE_WORD;
+    w->acc_mine_main = w->netword + OS_NL_ACC_ACTIVE_MAIN_WORD;
+    for (int r = 0; r < n; r++)
+        atomic_fetch_add_explicit(w->acc_host_flag[r] + OS_NL_ACC_JOINED_WORD -
+                                      OS_NL_ACC_FLAG_WORD, 1, memory_order_seq_cst);
+    w->acc_bulk_bytes = os_acc_bulk_bytes(w, w->cfg.acc_bulk_min);
+    OS_STAT(w, ACC_HOST_JOINED, (uint64_t)n);
+    return OS_OK;
 }
 
 os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
@@ -274,6 +329,8 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
         p->fence_orders_rdma = !st && p->rdma_world == p->world && os_ucx_on_host(p->world);
         os_ucx_report_transports(p->rdma_world);
     }
+    if (!st)
+        st = acc_host_join(w, all);
     if (!st && w->cfg.progress)
         st = os_ucx_progress_thread_start();
 out:
@@ -302,6 +359,10 @@ void os_remote_win_teardown(os_win_t *w)
      * lockword.c's cache. */
     os_lockword_put(w->netword, w->netword_block);
     w->netword = NULL;
+    free(w->acc_host_flag);
+    free(w->acc_host_counts);
+    w->acc_host_flag = w->acc_host_counts = NULL;
+    w->acc_host = false;
     free(w->nl_rkey);
     free(w->nl_map);
     free(w->nl_addr);
