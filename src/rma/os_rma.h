@@ -370,7 +370,7 @@ typedef struct os_win {
     /* The bulk handshake's words (os_acc_atomic_try_enter): this process's
      * two counts, in its control line, or under acc_host in its network
      * word unit; under acc_host also every target's flag and joined count
-     * and every process's counts there (net/window.c, os_acc_host_*). */
+     * and every process's counts there (acc_host_join, net/window.c). */
     _Atomic uint64_t *acc_mine, *acc_mine_main;
     bool acc_host;
     _Atomic uint64_t **acc_host_flag;   /* [nranks] */
@@ -752,13 +752,15 @@ static inline bool os_acc_all_quiet(const os_win_t *w)
 /* Waits with back-off (apply.c). */
 void os_acc_all_quiet_wait(const os_win_t *w);
 
+/* Takes target's flag for a bulk accumulate, waiting with back-off
+ * (apply.c). */
+void os_acc_flag_acquire(os_win_t *w, int target);
+
 /* Around a bulk accumulate on target: its flag taken, then every CPU-atomic
  * accumulate that can reach it waited out. Inline: from 32 bytes the
  * handshake replaces one locked instruction per element, so its own cost
  * (one locked instruction and a read of each process's counts) must stay
  * at a host MPI's lock. */
-void os_acc_flag_acquire(os_win_t *w, int target);
-
 static inline void os_acc_bulk_enter(os_win_t *w, int target)
 {
     if (!os_acc_word_try(os_acc_flag(w, target), OS_ACC_HELD_BULK))
