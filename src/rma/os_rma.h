@@ -369,12 +369,11 @@ typedef struct os_win {
                              * atomics go bulk (os_acc_bulk); 0 = never */
     /* The bulk handshake's words (os_acc_atomic_try_enter): this process's
      * two counts, in its control line, or under acc_host in its network
-     * word unit; under acc_host also every target's flag and joined count
-     * and every process's counts there (acc_host_join, net/window.c). */
+     * word unit; under acc_host also where every process's unit is, with
+     * its flag, joined count and counts (acc_host_join, net/window.c). */
     _Atomic uint64_t *acc_mine, *acc_mine_main;
     bool acc_host;
-    _Atomic uint64_t **acc_host_flag;   /* [nranks] */
-    _Atomic uint64_t **acc_host_counts; /* [2 * nranks] */
+    _Atomic uint64_t **acc_host_units; /* [nranks] */
     _Atomic uint64_t *post; /* [nranks][post_stride]: post[o][t] counts posts by t for o */
     size_t post_stride;
     /* [nnode_ranks][complete_stride], by node positions: complete[t][o]
@@ -661,7 +660,8 @@ static inline void os_acc_mutex_release(os_win_t *w, int target)
  * acc_host the flag in its network words, which other virtual nodes map. */
 static inline _Atomic uint64_t *os_acc_flag(const os_win_t *w, int target)
 {
-    return w->acc_host ? w->acc_host_flag[target] : &w->ctl[target].acc_mutex;
+    return w->acc_host ? w->acc_host_units[target] + OS_NL_ACC_FLAG_WORD
+                       : &w->ctl[target].acc_mutex;
 }
 
 /* Whether a bulk accumulate runs on target (the CPU-atomic side's flag). */
@@ -737,7 +737,8 @@ static inline bool os_acc_all_quiet(const os_win_t *w)
 {
     if (w->acc_host) {
         for (int r = 0; r < w->nranks; r++)
-            if (!os_acc_counts_quiet(w->acc_host_counts[2 * r], w->acc_host_counts[2 * r + 1]))
+            if (!os_acc_counts_quiet(w->acc_host_units[r] + OS_NL_ACC_ACTIVE_WORD,
+                                     w->acc_host_units[r] + OS_NL_ACC_ACTIVE_MAIN_WORD))
                 return false;
         return true;
     }
@@ -783,8 +784,8 @@ static inline bool os_acc_bulk(const os_win_t *w, int target, size_t bytes)
 {
     return w->acc_bulk_bytes && bytes >= w->acc_bulk_bytes &&
            (!w->acc_host ||
-            atomic_load_explicit(w->acc_host_flag[target] + OS_NL_ACC_JOINED_WORD -
-                                     OS_NL_ACC_FLAG_WORD, memory_order_acquire) ==
+            atomic_load_explicit(w->acc_host_units[target] + OS_NL_ACC_JOINED_WORD,
+                                 memory_order_acquire) ==
                 (uint64_t)w->nranks);
 }
 

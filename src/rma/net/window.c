@@ -196,22 +196,16 @@ static os_status_t acc_host_join(os_win_t *w, const remote_info_t *all)
         if (all[r].tcp_only || (r != w->rank && !w->nl_map[r]) || !cpu_only)
             return OS_OK;
     }
-    w->acc_host_flag = malloc(sizeof *w->acc_host_flag * (size_t)n);
-    w->acc_host_counts = malloc(sizeof *w->acc_host_counts * 2 * (size_t)n);
-    if (!w->acc_host_flag || !w->acc_host_counts)
+    if (!(w->acc_host_units = malloc(sizeof *w->acc_host_units * (size_t)n)))
         return OS_ERR(OS_ERR_NOMEM, "bulk handshake of %d processes", n);
-    for (int r = 0; r < n; r++) {
-        _Atomic uint64_t *unit = r == w->rank ? w->netword : (_Atomic uint64_t *)w->nl_map[r];
-        w->acc_host_flag[r] = unit + OS_NL_ACC_FLAG_WORD;
-        w->acc_host_counts[2 * r] = unit + OS_NL_ACC_ACTIVE_WORD;
-        w->acc_host_counts[2 * r + 1] = unit + OS_NL_ACC_ACTIVE_MAIN_WORD;
-    }
+    for (int r = 0; r < n; r++)
+        w->acc_host_units[r] = r == w->rank ? w->netword : (_Atomic uint64_t *)w->nl_map[r];
     w->acc_host = true;
     w->acc_mine = w->netword + OS_NL_ACC_ACTIVE_WORD;
     w->acc_mine_main = w->netword + OS_NL_ACC_ACTIVE_MAIN_WORD;
     for (int r = 0; r < n; r++)
-        atomic_fetch_add_explicit(w->acc_host_flag[r] + OS_NL_ACC_JOINED_WORD -
-                                      OS_NL_ACC_FLAG_WORD, 1, memory_order_seq_cst);
+        atomic_fetch_add_explicit(w->acc_host_units[r] + OS_NL_ACC_JOINED_WORD, 1,
+                                  memory_order_seq_cst);
     w->acc_bulk_bytes = os_acc_bulk_bytes(w, w->cfg.acc_bulk_min);
     OS_STAT(w, ACC_HOST_JOINED, (uint64_t)n);
     return OS_OK;
@@ -359,9 +353,8 @@ void os_remote_win_teardown(os_win_t *w)
      * lockword.c's cache. */
     os_lockword_put(w->netword, w->netword_block);
     w->netword = NULL;
-    free(w->acc_host_flag);
-    free(w->acc_host_counts);
-    w->acc_host_flag = w->acc_host_counts = NULL;
+    free(w->acc_host_units);
+    w->acc_host_units = NULL;
     w->acc_host = false;
     free(w->nl_rkey);
     free(w->nl_map);
