@@ -62,7 +62,10 @@ extern "C" {
 #define ONESIDED_INFO_LOCK "onesided_lock"
 /* When a hybrid lock migrates: "paper" = on every request from the other
  * side; "history" (default) = after onesided_lock_streak requests in a row
- * from the other side; "random" = by coin flip (tests). Agreed at creation. */
+ * from the other side, or, where every process's lock word is mapped into
+ * every process (virtual nodes of one host), on the first remote request,
+ * never to come back for the node's lockers; "random" = by coin flip
+ * (tests). Agreed at creation. */
 #define ONESIDED_INFO_LOCK_POLICY "onesided_lock_policy"
 /* The history policy's streak (default 4). Agreed at creation. */
 #define ONESIDED_INFO_LOCK_STREAK "onesided_lock_streak"

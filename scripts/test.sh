@@ -79,14 +79,15 @@ pypi_tests=$(flat test_ops_np2 test_ops_np3 test_sync_np2 test_sync_np3 test_err
     vnode1_test_sessions vnode1_test_pscw_order_np2 vnode1_test_pscw_order_np4 vnode2_test_ops \
     vnode2_test_sync vnode2_test_pscw_order_np4 release_order_hybrid release_order_network \
     release_order_manager test_flush_order_np2 vnode1_test_flush_order direct_acc_vnode1 \
-    direct_acc_vnode_network direct_acc_vnode_tcp install_tree)
+    direct_acc_vnode_network direct_acc_vnode_tcp lock_mixed_vnode2 install_tree)
 for h in mpich5 openmpi5 abi; do
     cmake -S . -B "build-$h" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(host_cmake_args "$h") >/dev/null
     # Only the programs these runs use (a tenth of the tree's targets).
     cmake --build "build-$h" --target onesided test_ops test_sync test_errors test_reduce_ops \
         test_datatypes test_dynamic test_concurrency test_sessions test_sessions_native \
         test_pscw_order test_one_ucx test_release_order test_windows test_preload \
-        test_node_requests test_host_progress test_threads test_flush_order test_direct_acc
+        test_node_requests test_host_progress test_threads test_flush_order test_direct_acc \
+        test_lock_mixed
     # Open MPI 5.0.11's own osc/ucx prints one line per window where the
     # UCX PML is not in use (natively too): not ours, not an error.
     (cd "build-$h" && ctest --output-on-failure -R "$pypi_tests|^test_windows_np2\$|^test_windows_np3\$")

@@ -442,6 +442,8 @@ typedef struct os_win {
     uint64_t *nl_addr;         /* [nranks] every process's lock word... */
     void **nl_rkey;            /* ... and key: the node's own lockers use it too */
     void **nl_map;             /* ... and where UCX maps it here, or NULL (os_ucx_mapped_atomic) */
+    _Atomic bool words_mapped; /* UCX maps every process's word here (virtual nodes of one
+                                * host): the hybrid lock stays on the word (net/lock.c) */
     os_hyb_mgr_t hyb;          /* this process's hybrid lock manager (under net/serve.c's lock) */
     bool hyb_ready;
     uint64_t hyb_shared_next;  /* os_ticks of its next step in shared mode (net/serve.c) */

@@ -176,7 +176,9 @@ void os_log_set_rank(int rank);
     X(lock_policy, int, "ONESIDED_LOCK_POLICY", "onesided_lock_policy", "history",            \
       "When a hybrid lock migrates: paper = on every request from the other side (paper "    \
       "000); history = after onesided_lock_streak requests in a row from the other side "     \
-      "(does not ping-pong under mixed traffic); random = by coin flip (for tests).")         \
+      "(does not ping-pong under mixed traffic), or, where UCX maps every process's lock "    \
+      "word (virtual nodes of one host), on the first remote request and never back for the " \
+      "node's lockers; random = by coin flip (for tests).")                                  \
     X(lock_streak, int, "ONESIDED_LOCK_STREAK", "onesided_lock_streak", "4",                  \
       "The history policy's streak: requests from the other side before a lock migrates.")   \
     X(lock_piggyback, int, "ONESIDED_LOCK_PIGGYBACK", "onesided_lock_piggyback", "4096",      \

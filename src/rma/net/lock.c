@@ -270,8 +270,9 @@ os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive, bool *conten
              * ticket in network mode asks the manager to migrate it back
              * (it sees the ticket queue behind its park ticket). */
             if (atomic_load_explicit(&c->lock_mode, memory_order_acquire) == OS_LOCKMODE_NET &&
-                !os_lock_policy_migrate(policy, atomic_load(&c->lock_local_count), streak,
-                                       &w->lock_rng)) {
+                (os_hyb_stays_on_word(w) ||
+                 !os_lock_policy_migrate(policy, atomic_load(&c->lock_local_count), streak,
+                                         &w->lock_rng))) {
                 if ((st = net_lock(w, target, exclusive, &parked, contended)))
                     return st;
                 if (!parked) {

@@ -74,6 +74,22 @@ typedef struct {
  * hybrid request, one that found the network word parked). */
 typedef enum { GRANT_CPU, GRANT_NET, GRANT_RETRY } grant_t;
 
+/* The hybrid lock's history policy where every process's lock word is this
+ * CPU's atomic away (w->words_mapped: virtual nodes of one host). There a
+ * node locker pays the same for the network word as for the CPU lock, and
+ * a remote locker on the word needs nobody, where in CPU mode it needs the
+ * target's manager for every lock. So the first remote request migrates the
+ * lock (a streak of 1) and the node's lockers stay on the word: mixed
+ * traffic, which under the streak settles in CPU mode with every remote
+ * lock served by the manager (5-10x osc/sm on Open MPI 5.0.11, paper 000
+ * Figure 9), runs as in the network design. Only the policy changes, never
+ * the protocol, so each process may decide this for itself. */
+static inline bool os_hyb_stays_on_word(const os_win_t *w)
+{
+    return w->cfg.lock_policy == OS_LOCK_POLICY_HISTORY &&
+           atomic_load_explicit(&w->words_mapped, memory_order_relaxed);
+}
+
 /* lockword.c: a window's network lock word in this process, from blocks
  * UCX allocated and kept until MPI_Finalize (why there); a cache line each,
  * not cleared (the window does it before its key is known). */

@@ -440,7 +440,8 @@ static void serve(os_win_t *w, void *reply, const req_hdr_t *h, const char *data
             os_hyb_state_t before = w->hyb.state;
             os_hyb_reply_t r = os_hyb_request(&w->hyb, h->op, os_ucx_progress_thread_running(),
                                               (os_lock_policy_t)w->cfg.lock_policy,
-                                              (unsigned)w->cfg.lock_streak);
+                                              os_hyb_stays_on_word(w) ? 1u
+                                                  : (unsigned)w->cfg.lock_streak);
             if (before == OS_HYB_CPU && w->hyb.state != OS_HYB_CPU)
                 atomic_fetch_add_explicit(&hyb_busy, 1, memory_order_relaxed);
             if (r == OS_HYB_R_RETRY) {

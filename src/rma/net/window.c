@@ -211,6 +211,19 @@ static os_status_t acc_host_join(os_win_t *w, const remote_info_t *all)
     return OS_OK;
 }
 
+/* Whether UCX maps every process's network lock word into this one, so
+ * that every lock word of the window is this CPU's atomic away (virtual
+ * nodes of one host). Asked of this process alone: it steers the hybrid
+ * lock's migration policy (os_hyb_stays_on_word), which any process may
+ * choose for itself, so no agreement is needed. */
+static bool words_mapped(const os_win_t *w)
+{
+    for (int r = 0; r < w->nranks; r++)
+        if (r != w->rank && !w->nl_map[r])
+            return false;
+    return true;
+}
+
 os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
 {
     const int n = w->nranks;
@@ -324,6 +337,8 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
         os_ucx_report_transports(p->rdma_world);
     }
     if (!st)
+        atomic_store_explicit(&w->words_mapped, words_mapped(w), memory_order_relaxed);
+    if (!st)
         st = acc_host_join(w, all);
     if (!st && w->cfg.progress)
         st = os_ucx_progress_thread_start();
@@ -356,6 +371,7 @@ void os_remote_win_teardown(os_win_t *w)
     free(w->acc_host_units);
     w->acc_host_units = NULL;
     w->acc_host = false;
+    atomic_store_explicit(&w->words_mapped, false, memory_order_relaxed);
     free(w->nl_rkey);
     free(w->nl_map);
     free(w->nl_addr);
