@@ -227,7 +227,8 @@ enum { OS_UCX_IDLE_US = 1000, OS_UCX_RETRY_US = 50, OS_UCX_LINGER_US = 30 };
  * it alone and naps (OS_UCX_NAP_MIN_US, doubling to OS_UCX_NAP_MAX_US while
  * the polling lasts). An application that waited in onesided's own loops (a
  * reply, a flush) within the last OS_UCX_APP_ACTIVE_US is issuing
- * operations: it polls again soon. The host MPI is in a blocking call's
+ * operations: it polls again soon, and the nap lasts at least until that
+ * window ends (progress_main says why). The host MPI is in a blocking call's
  * poll loop for OS_UCX_HOST_LOOP_US after OS_UCX_HOST_STREAK polls in a row
  * came less than OS_UCX_HOST_GAP_US apart (its loop polls every 2-3 us,
  * with gaps of up to 10-20 while it serves a request); one MPI_Iprobe
