@@ -72,9 +72,10 @@ int main(int argc, char **argv)
     CHECK(counter == (long)ROUNDS * t_size, "counter %ld after %d exclusive sections", counter,
           ROUNDS * t_size);
 
-    /* Remote locks that asked the manager, summed over the ranks on other
-     * nodes than the target; the target's migrations. The stats are
-     * onesided's: without it (native) there is nothing to check. */
+    /* Lock requests to a manager (only ranks on other nodes than the
+     * target send them), the target's migrations, and the lock epochs of
+     * the ranks on other nodes. The stats are onesided's: without it
+     * (native) there is nothing to check. */
     onesided_win_stats_t st;
     long mine[4] = { 0, 0, 0, 0 }, all[4];
     const bool counted = onesided_win_get_stats(win, &st) == MPI_SUCCESS;
