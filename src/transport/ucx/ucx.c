@@ -1038,8 +1038,9 @@ static void *progress_main(void *arg)
              * times at the start of every active stretch, each time taking
              * the core of the thread that issues the operations (Open MPI
              * binds a rank and its threads to one core): bursts of 1 MB
-             * gets between virtual nodes ran at 0.75-0.84 of Open MPI
-             * 5.0.11's bandwidth, at 0.97-1.04 with these naps. Never later
+             * gets and puts between virtual nodes ran at 0.75-0.85 of Open
+             * MPI 5.0.11's bandwidth, at 0.90-1.03 with these naps (medians
+             * of alternating jobs; benchmarks.md). Never later
              * than the window's end either, so the thread serves as soon
              * as it may. */
             long us = nap_us;
