@@ -27,6 +27,7 @@ int os_mpi_error_class(os_status_t st)
     case OS_ERR_CONFLICT: return MPI_ERR_RMA_CONFLICT;
     case OS_ERR_ATTACH: return MPI_ERR_RMA_ATTACH;
     case OS_ERR_SHARED: return MPI_ERR_RMA_SHARED;
+    case OS_ERR_BASE: return MPI_ERR_BASE;
     case OS_ERR_FLAVOR: return MPI_ERR_RMA_FLAVOR;
     case OS_ERR_NOMEM: return MPI_ERR_NO_MEM;
     case OS_ERR_UNSUPPORTED: return MPI_ERR_UNSUPPORTED_OPERATION;

@@ -31,5 +31,18 @@ int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr)
 
 int MPI_Free_mem(void *base)
 {
-    return os_shm_region_free(base) ? MPI_SUCCESS : PMPI_Free_mem(base);
+    switch (os_shm_region_free(base)) {
+    case OS_SHM_FREED:
+        return MPI_SUCCESS;
+    case OS_SHM_FREE_INVALID:
+        /* Freed twice, or a pointer inside a block: the host would hand it
+         * to free(), which aborts the process. */
+        return os_mpi_raise_comm(MPI_COMM_WORLD, "MPI_Free_mem",
+                                 OS_ERR(OS_ERR_BASE, "%p is not the start of a block "
+                                                     "MPI_Alloc_mem gave out and not freed yet",
+                                        base));
+    case OS_SHM_FREE_NOT_OURS:
+        break;
+    }
+    return PMPI_Free_mem(base);
 }

@@ -207,6 +207,19 @@ static void quiet_host_osc(void)
 #endif
 }
 
+/* What must happen before the host MPI starts (its threads, its choice of
+ * components): called first by MPI_Init, MPI_Init_thread and
+ * MPI_Session_init. */
+static bool config_loaded;
+static void before_host_init(void)
+{
+    quiet_host_osc();
+    os_config_load();
+    config_loaded = true;
+    if (os_config.alloc_mem_shared || os_config.create_share)
+        os_shm_region_reserve_fds(os_config.alloc_mem_max_regions);
+}
+
 /* MPI-4 sessions (MPICH 4 and 5, Open MPI 5; not Open MPI 4.1). A program may never call MPI_Init: it makes communicators from
  * process sets of sessions of its own, and MPI_COMM_WORLD and MPI_COMM_SELF
  * do not exist. onesided then takes a session of its own at the program's
@@ -270,7 +283,7 @@ static bool session_multiple(MPI_Session session)
 
 int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session)
 {
-    quiet_host_osc();
+    before_host_init();
     int rc = PMPI_Session_init(info, errhandler, session);
     if (rc == MPI_SUCCESS) {
         atomic_fetch_add(&program_sessions, 1);
@@ -321,7 +334,8 @@ void os_mpi_init(MPI_Comm comm)
 #endif
     }
     initialized = true;
-    os_config_load();
+    if (!config_loaded)
+        os_config_load(); /* MPI_Init was the host's own (not through onesided) */
     PMPI_Comm_rank(os_world, &rank);
     os_log_set_rank(rank);
     os_clock_init(); /* before any stamp */
@@ -348,7 +362,7 @@ void os_mpi_init(MPI_Comm comm)
 
 int MPI_Init(int *argc, char ***argv)
 {
-    quiet_host_osc();
+    before_host_init();
     int rc = PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS)
         os_mpi_init(MPI_COMM_NULL);
@@ -357,7 +371,7 @@ int MPI_Init(int *argc, char ***argv)
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
-    quiet_host_osc();
+    before_host_init();
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS) {
         os_threaded = *provided == MPI_THREAD_MULTIPLE;

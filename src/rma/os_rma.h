@@ -295,6 +295,7 @@ typedef struct os_shell {
     bool one_host;        /* every process of comm is on this (real) host */
     os_nodes_t nodes;     /* what `node` is */
     MPI_Win handle;       /* the host MPI's window handle (shell.c says which kind) */
+    bool handle_fallback_kind; /* made by handle_make's second choice of kind */
     /* the name the host gave the handle ("" in MPICH, "rdma window N" in
      * Open MPI, as for its own windows): each new window starts with it */
     char handle_name[MPI_MAX_OBJECT_NAME];
@@ -306,7 +307,6 @@ typedef struct os_shell {
     struct os_ctl_slab *ctl_slab; /* ... an area of this slab (shell.c) */
     int ctl_area;
     size_t ctl_bytes, post_off, post_stride, complete_off, complete_stride, regions_off;
-    size_t ctl_clear;     /* the bytes of it in use, cleared for each window */
     int inline_regions;   /* dynamic-window region copies per process */
     os_shm_seg_t data;    /* allocate flavors: the node's data, kept for the next window */
     /* A shell spanning nodes has UCX allocate the data (shell.c), so that

@@ -104,8 +104,10 @@ typedef struct os_comm_cache {
 static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
 static os_comm_cache_t *caches;
 static int cache_keyval = MPI_KEYVAL_INVALID;
-/* The host MPI's info for a window handle created without hints. */
+/* The host MPI's info for a window handle created without hints, and
+ * which of handle_make's two kinds that handle was. */
 static MPI_Info pristine = MPI_INFO_NULL;
+static bool pristine_fallback_kind;
 
 /* Leaves the shell with no data segment (size 0 included: the next window
  * compares its size with it). */
@@ -131,6 +133,20 @@ static void data_release(os_shell_t *s)
 static uint64_t all_areas(int n)
 {
     return n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+}
+
+/* Back to zero for the next window, by the node's first process: the rank
+ * control blocks and the post and complete matrices. Not the region tables
+ * after them, most of the area (ONESIDED_DYNAMIC_INLINE_REGIONS copies per
+ * process): an origin reads no entry past the count in the owner's control
+ * block, which its owner writes only after the entries (dynamic.c). Cleared
+ * anyway, the tables' pages were faulted in by the next window over the
+ * shell, 6.7 us of each MPI_Win_create that took a spare (1000 windows
+ * alive, Debian's MPICH 4.0.2), and stayed resident for nothing. */
+static void ctl_zero(os_shell_t *s)
+{
+    if (s->node_rank == 0)
+        memset(s->ctl.addr, 0, s->regions_off);
 }
 
 /* A control area of s->ctl_bytes for s, from a slab with one free, else
@@ -167,8 +183,8 @@ static os_status_t ctl_take(os_comm_cache_t *c, os_shell_t *s)
     s->ctl_area = i;
     s->ctl.addr = (char *)slab->seg.addr + (size_t)i * slab->area_bytes;
     s->ctl.size = slab->area_bytes;
-    if ((slab->used >> i & 1) && s->node_rank == 0)
-        memset(s->ctl.addr, 0, s->ctl_clear);
+    if (slab->used >> i & 1)
+        ctl_zero(s);
     slab->used |= (uint64_t)1 << i;
     return OS_OK;
 }
@@ -321,7 +337,6 @@ static void layout(os_shell_t *s)
     off += (size_t)s->node_size * s->complete_stride * sizeof(uint64_t);
     s->regions_off = off;
     off += (size_t)s->nranks * (size_t)s->inline_regions * sizeof(os_region_t);
-    s->ctl_clear = off;
     s->ctl_bytes = OS_ALIGN_UP(off, PAGE);
 }
 
@@ -350,10 +365,12 @@ static os_status_t handle_make(os_shell_t *s)
     void *none;
 #ifdef OMPI_MAJOR_VERSION
     int rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, os_self, &none, &s->handle);
+    s->handle_fallback_kind = rc != MPI_SUCCESS;
     if (rc != MPI_SUCCESS)
         rc = PMPI_Win_create_dynamic(MPI_INFO_NULL, os_self, &s->handle);
 #else
     int rc = PMPI_Win_create_dynamic(MPI_INFO_NULL, os_self, &s->handle);
+    s->handle_fallback_kind = rc != MPI_SUCCESS;
     if (rc != MPI_SUCCESS)
         rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, os_self, &none, &s->handle);
 #endif
@@ -377,7 +394,15 @@ static os_status_t handle_make(os_shell_t *s)
                                                 : " in another process");
     int name_len;
     PMPI_Win_get_name(s->handle, s->handle_name, &name_len);
-    s->hints_held = OS_HINTS_OTHER; /* its first window sets them */
+    /* A new handle of the kind the defaults were read from holds them: its
+     * first window needs no MPI_Win_set_info (an info copy and merge, 1.2-1.5
+     * us of each MPI_Win_create past the idle shells). Another kind's own
+     * hints may differ: its first window sets them. */
+    pthread_mutex_lock(&caches_lock);
+    s->hints_held = pristine != MPI_INFO_NULL && s->handle_fallback_kind == pristine_fallback_kind
+                        ? OS_HINTS_NONE
+                        : OS_HINTS_OTHER;
+    pthread_mutex_unlock(&caches_lock);
     return OS_OK;
 }
 
@@ -429,8 +454,10 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nod
     if ((st = ctl_take(c, s)))
         goto fail;
     pthread_mutex_lock(&caches_lock);
-    if (pristine == MPI_INFO_NULL)
+    if (pristine == MPI_INFO_NULL) {
         PMPI_Win_get_info(s->handle, &pristine);
+        pristine_fallback_kind = s->handle_fallback_kind;
+    }
     pthread_mutex_unlock(&caches_lock);
     *out = s;
     return OS_OK;
@@ -452,8 +479,7 @@ os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, os_shell_t **out)
          * zero. Every process of the node has passed that window's final
          * barrier, and none touches this area before the next collective
          * (the creating allgather), so the node's first process clears it. */
-        if (s->node_rank == 0)
-            memset(s->ctl.addr, 0, s->ctl_clear);
+        ctl_zero(s);
     } else if ((s = c->spare[nodes])) {
         /* A spare: as an idle shell, and a new handle. Its node-mates take
          * the same spare (os_shell_put); processes of other nodes may build
@@ -462,8 +488,7 @@ os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, os_shell_t **out)
         c->spare[nodes] = s->next;
         c->nspare[nodes]--;
         c->spare_bytes[nodes] -= s->data.size;
-        if (s->node_rank == 0)
-            memset(s->ctl.addr, 0, s->ctl_clear);
+        ctl_zero(s);
         os_status_t st = handle_make(s);
         if (st) {
             shell_destroy(s);

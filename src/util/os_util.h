@@ -41,6 +41,7 @@ typedef enum {
     OS_ERR_SHARED,      /* memory cannot be shared */
     OS_ERR_FLAVOR,      /* operation not valid for this window flavor */
     OS_ERR_NOMEM,       /* out of memory */
+    OS_ERR_BASE,        /* not memory MPI_Alloc_mem gave out (MPI_Free_mem) */
     OS_ERR_UNSUPPORTED, /* valid MPI, not (yet) supported by onesided */
     OS_ERR_OTHER        /* a system or host-MPI call failed */
 } os_status_t;
@@ -117,8 +118,10 @@ void os_log_set_rank(int rank);
       "MPI_Win_create over it gets load/store and CPU atomics instead of CMA; 0 = the "       \
       "host MPI's MPI_Alloc_mem.")                                                            \
     X(alloc_mem_max_regions, int, "ONESIDED_ALLOC_MEM_MAX_REGIONS", NULL, "256",              \
-      "Most MPI_Alloc_mem blocks served from shareable memory at once (each holds a file "    \
-      "descriptor); beyond it the host MPI's MPI_Alloc_mem serves.")                          \
+      "Most shareable regions MPI_Alloc_mem holds at once, each a memfd (a file "             \
+      "descriptor): one per block above 64 KiB, one per 1 MiB arena of blocks of up to "      \
+      "64 KiB of one power-of-two size; beyond it the host MPI's MPI_Alloc_mem serves. "      \
+      "MPI_Init grows the descriptor table for twice as many.")                               \
     X(create_share, int, "ONESIDED_CREATE_SHARE", "onesided_create_share", "1",               \
       "1 = MPI_Win_create over the program's own memory makes its pages shareable in place "   \
       "(copied into a memfd mapped over the same addresses, private again at MPI_Win_free), "  \

@@ -32,6 +32,7 @@ const char *os_status_name(os_status_t st)
         [OS_ERR_CONFLICT] = "conflicting epochs",
         [OS_ERR_ATTACH] = "dynamic window attach/detach failed",
         [OS_ERR_SHARED] = "memory cannot be shared",
+        [OS_ERR_BASE] = "not a block MPI_Alloc_mem gave out",
         [OS_ERR_FLAVOR] = "wrong window flavor",
         [OS_ERR_NOMEM] = "out of memory",
         [OS_ERR_UNSUPPORTED] = "not supported by onesided",

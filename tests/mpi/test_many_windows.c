@@ -12,11 +12,16 @@
  *     counters) are ones that served freed windows, and a fence and a PSCW
  *     epoch on every window, before and after, must still be exact;
  *   - other nodes' keys to MPI_Win_allocate data are kept while the data
- *     is the same, past the idle shells too (data_keys).
+ *     is the same, past the idle shells too (data_keys);
+ *   - the descriptor table (/proc/self/status FDSize) holds every region's
+ *     descriptor from MPI_Init on and never grows under the windows: a
+ *     table shared by threads grows only after an RCU grace period, 7-31 ms
+ *     of the window creation that met it (shm/region.c).
  * argv[1]: windows per flavor (default 1000). */
 #include "common.h"
 
 #include <onesided.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* Free communicator contexts of the host MPI, as duplicates it still makes. */
@@ -31,6 +36,21 @@ static int free_contexts(void)
     for (int i = 0; i < n; i++)
         MPI_Comm_free(&dups[i]);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    return n;
+}
+
+/* This process's descriptor table size (FDSize), or -1 where /proc says
+ * nothing. */
+static int fd_table_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "FDSize: %d", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
     return n;
 }
 
@@ -254,10 +274,25 @@ int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     const int n = argc > 1 ? atoi(argv[1]) : 1000;
+    /* Room for the default 256 regions and as many adopted ones: 512
+     * descriptors past those open (a table of 1024 or more) unless the
+     * descriptor limit is lower. */
+    const int fds_at_init = fd_table_size();
+    struct rlimit lim;
+    const bool room = getrlimit(RLIMIT_NOFILE, &lim) == 0 &&
+                      (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= 1024);
+    const char *alloc_mem = getenv("ONESIDED_ALLOC_MEM"), *share = getenv("ONESIDED_CREATE_SHARE");
+    const bool regions_off = alloc_mem && !strcmp(alloc_mem, "0") && share && !strcmp(share, "0");
+    if (fds_at_init > 0 && room && !regions_off && !getenv("ONESIDED_ALLOC_MEM_MAX_REGIONS"))
+        CHECK(fds_at_init >= 1024, "descriptor table of %d at MPI_Init, not grown for regions",
+              fds_at_init);
     data_keys();
     const int before = free_contexts();
     T_FOR_EACH_FLAVOR(f) {
         live_windows(f, n);
+        if (fds_at_init > 0 && room)
+            CHECK(fd_table_size() == fds_at_init, "%s: the descriptor table grew from %d to %d",
+                  flavor_name[f], fds_at_init, fd_table_size());
         int now = free_contexts();
         CHECK(now == before, "%s: %d free communicator contexts after the windows and their "
               "communicator were freed, %d before", flavor_name[f], now, before);

@@ -130,8 +130,10 @@ static void shared_memory(void)
 
 /* MPI_Win_get_info reports every key as the host MPI does for the same
  * window: a host-MPI window made with PMPI_* beside ours, the same hints,
- * every flavor, before and after MPI_Win_set_info. onesided's own keys
- * (onesided_*) come on top. */
+ * every flavor, before and after MPI_Win_set_info, over MPI_COMM_WORLD
+ * (handles that served earlier windows) and over a new duplicate for each
+ * window (a new handle, which onesided leaves with the host's defaults).
+ * onesided's own keys (onesided_*) come on top. */
 static int info_keys_differ(MPI_Info ours, MPI_Info host, const char *what)
 {
     int n_ours, n_host, differ = 0, flag;
@@ -166,7 +168,7 @@ static int info_keys_differ(MPI_Info ours, MPI_Info host, const char *what)
     return differ;
 }
 
-static void info_like_host(void)
+static void info_like_host(bool fresh)
 {
     static char buf[2][256];
     for (int given = 0; given < 2; given++) {
@@ -183,35 +185,40 @@ static void info_like_host(void)
             static const char *const fname[] = { "allocate", "allocate_shared", "create",
                                                  "dynamic" };
             MPI_Win ours, host;
+            MPI_Comm comm = MPI_COMM_WORLD;
             void *b1, *b2;
             int rc = MPI_SUCCESS;
             if (f == 1 && t_hosts > 1)
                 continue; /* no memory is shared across hosts */
+            if (fresh)
+                MPI_Comm_dup(MPI_COMM_WORLD, &comm);
             /* Open MPI 4.1 makes no window at all across hosts over TCP (no
              * osc component takes it); there is nothing to compare with. */
-            MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+            MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
             switch (f) {
             case 0:
-                MPI_Win_allocate(64, 1, in, MPI_COMM_WORLD, &b1, &ours);
-                rc = PMPI_Win_allocate(64, 1, in, MPI_COMM_WORLD, &b2, &host);
+                MPI_Win_allocate(64, 1, in, comm, &b1, &ours);
+                rc = PMPI_Win_allocate(64, 1, in, comm, &b2, &host);
                 break;
             case 1:
-                MPI_Win_allocate_shared(64, 1, in, MPI_COMM_WORLD, &b1, &ours);
-                rc = PMPI_Win_allocate_shared(64, 1, in, MPI_COMM_WORLD, &b2, &host);
+                MPI_Win_allocate_shared(64, 1, in, comm, &b1, &ours);
+                rc = PMPI_Win_allocate_shared(64, 1, in, comm, &b2, &host);
                 break;
             case 2:
-                MPI_Win_create(buf[0], 64, 1, in, MPI_COMM_WORLD, &ours);
-                rc = PMPI_Win_create(buf[1], 64, 1, in, MPI_COMM_WORLD, &host);
+                MPI_Win_create(buf[0], 64, 1, in, comm, &ours);
+                rc = PMPI_Win_create(buf[1], 64, 1, in, comm, &host);
                 break;
             case 3:
-                MPI_Win_create_dynamic(in, MPI_COMM_WORLD, &ours);
-                rc = PMPI_Win_create_dynamic(in, MPI_COMM_WORLD, &host);
+                MPI_Win_create_dynamic(in, comm, &ours);
+                rc = PMPI_Win_create_dynamic(in, comm, &host);
                 break;
             }
-            MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+            MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
             if (rc != MPI_SUCCESS) {
                 CHECK(t_hosts > 1, "the host MPI could not make a window on one host");
                 MPI_Win_free(&ours);
+                if (fresh)
+                    MPI_Comm_free(&comm);
                 continue;
             }
             char what[96];
@@ -228,8 +235,8 @@ static void info_like_host(void)
                 MPI_Info a, b;
                 MPI_Win_get_info(ours, &a);
                 PMPI_Win_get_info(host, &b);
-                snprintf(what, sizeof what, "%s%s%s", fname[f], given ? " with hints" : "",
-                         step ? " after MPI_Win_set_info" : "");
+                snprintf(what, sizeof what, "%s%s%s%s", fname[f], given ? " with hints" : "",
+                         step ? " after MPI_Win_set_info" : "", fresh ? " (new handle)" : "");
                 CHECK(!info_keys_differ(a, b, what), "%s: MPI_Win_get_info differs from the "
                       "host MPI's", what);
                 MPI_Info_free(&a);
@@ -237,6 +244,8 @@ static void info_like_host(void)
             }
             MPI_Win_free(&ours);
             PMPI_Win_free(&host);
+            if (fresh)
+                MPI_Comm_free(&comm);
         }
         if (in != MPI_INFO_NULL)
             MPI_Info_free(&in);
@@ -735,7 +744,8 @@ int main(int argc, char **argv)
     attributes();
     if (t_hosts == 1) /* no memory is shared across hosts */
         shared_memory();
-    info_like_host();
+    info_like_host(false);
+    info_like_host(true);
     displacement_units_and_info();
     subcommunicator();
     dynamic_regions();

@@ -1,7 +1,8 @@
 /* Shareable regions: MPI_Alloc_mem's (allocation, lookup, a second mapping
- * that sees the same bytes, the live limit, thread safety of the registry)
- * and the program's own memory made shareable in place for MPI_Win_create
- * (which memory, the bytes kept, private again after, fork). */
+ * that sees the same bytes, the live limit, small blocks sharing arenas,
+ * thread safety of the registry) and the program's own memory made
+ * shareable in place for MPI_Win_create (which memory, the bytes kept,
+ * private again after, fork). */
 #define _GNU_SOURCE
 #include "transport/shm/os_shm.h"
 #include "transport/shm/shm_remap.h"
@@ -17,13 +18,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Blocks past the arenas' largest have a region of their own. */
+#define BIG ((size_t)128 << 10)
+
 static void test_basic(void)
 {
-    char *a = os_shm_region_alloc(100, 8);
+    char *a = os_shm_region_alloc(BIG, 8);
     CHECK(a != NULL, "alloc");
-    CHECK(a[0] == 0 && a[99] == 0, "zero-filled");
+    CHECK(a[0] == 0 && a[BIG - 1] == 0, "zero-filled");
     os_shm_region_t r;
-    CHECK(os_shm_region_find(a + 10, 50, &r) && r.base == a && r.size >= 100, "find inside");
+    CHECK(os_shm_region_find(a + 10, 50, &r) && r.base == a && r.size >= BIG, "find inside");
     CHECK(!os_shm_region_find(a + 10, 1 << 20, &r), "a range past the end is not inside");
     /* Another mapping of the same memory, as a peer process makes it. */
     char *b = os_shm_region_map_peer(getpid(), r.fd, r.size, r.id, true);
@@ -38,22 +42,86 @@ static void test_basic(void)
         CHECK(os_shm_region_map_peer(getpid(), r.fd, r.size, r.id, true) == b, "cached mapping");
         os_shm_region_unmap_peer(b, r.size);
     }
-    CHECK(os_shm_region_free(a), "free");
-    CHECK(!os_shm_region_free(a), "second free is not ours");
+    CHECK(os_shm_region_free(a) == OS_SHM_FREED, "free");
+    CHECK(os_shm_region_free(a) == OS_SHM_FREE_NOT_OURS, "second free is not ours");
     CHECK(!os_shm_region_find(a, 1, &r), "gone");
     int x;
-    CHECK(!os_shm_region_free(&x), "foreign memory is not ours");
+    CHECK(os_shm_region_free(&x) == OS_SHM_FREE_NOT_OURS, "foreign memory is not ours");
 }
 
 static void test_limit(void)
 {
     void *p[4];
     for (int i = 0; i < 3; i++)
-        p[i] = os_shm_region_alloc(10, 3);
-    p[3] = os_shm_region_alloc(10, 3);
+        p[i] = os_shm_region_alloc(BIG, 3);
+    p[3] = os_shm_region_alloc(BIG, 3);
     CHECK(p[0] && p[1] && p[2] && !p[3], "live limit of 3");
     for (int i = 0; i < 3; i++)
         os_shm_region_free(p[i]);
+}
+
+/* Small blocks: many share one region, each its own bytes; a peer's one
+ * mapping of the region sees every block; a block freed is reused; a
+ * second free or a pointer inside a block is refused; an arena left empty
+ * beside another with room goes back; the limit counts arenas. */
+static void test_arenas(void)
+{
+    enum { N = 600 };
+    static char *b[N];
+    os_shm_region_t r0, r;
+    size_t regions_seen = 0;
+    uint64_t last_id = 0;
+    for (int i = 0; i < N; i++) {
+        b[i] = os_shm_region_alloc(4000, 8);
+        CHECK(b[i] != NULL, "block %d", i);
+        if (!b[i])
+            return;
+        memset(b[i], (char)i, 4000);
+        CHECK(os_shm_region_find(b[i], 4000, &r) && r.base <= b[i] &&
+              b[i] + 4000 <= r.base + r.size, "block %d lies in its region", i);
+        if (r.id != last_id)
+            regions_seen++;
+        last_id = r.id;
+    }
+    CHECK(regions_seen <= N * 4096 / (1 << 20) + 1, "%d blocks of 4000 bytes in %zu regions", N,
+          regions_seen);
+    int intact = 0;
+    for (int i = 0; i < N; i++)
+        intact += b[i][0] == (char)i && b[i][3999] == (char)i;
+    CHECK(intact == N, "%d of %d blocks kept their bytes", intact, N);
+    CHECK(os_shm_region_find(b[0], 1, &r0), "first block's region");
+    char *peer = os_shm_region_map_peer(getpid(), r0.fd, r0.size, r0.id, true);
+    CHECK(peer != NULL, "a peer maps the arena");
+    if (peer) {
+        int seen = 0;
+        for (int i = 0; i < N; i++)
+            if (os_shm_region_find(b[i], 1, &r) && r.id == r0.id)
+                seen += peer[b[i] - r0.base] == (char)i;
+        CHECK(seen >= 200, "the peer's one mapping sees the arena's blocks (%d)", seen);
+        os_shm_region_unmap_peer(peer, r0.size);
+    }
+    CHECK(os_shm_region_free(b[7] + 8) == OS_SHM_FREE_INVALID, "inside a block: refused");
+    CHECK(os_shm_region_free(b[7]) == OS_SHM_FREED, "free");
+    CHECK(os_shm_region_free(b[7]) == OS_SHM_FREE_INVALID, "second free: refused");
+    char *again = os_shm_region_alloc(3000, 8);
+    CHECK(again == b[7], "a freed block is reused");
+    b[7] = again;
+    for (int i = 0; i < N; i++)
+        CHECK(os_shm_region_free(b[i]) == OS_SHM_FREED, "free %d", i);
+    /* Every arena of the size is empty now; all but one went back. */
+    char *one = os_shm_region_alloc(4000, 8);
+    CHECK(one && os_shm_region_find(one, 1, &r), "one arena stays");
+    /* A new size needs a new arena, which counts against the limit of
+     * regions; an empty arena gives its descriptor back first. */
+    char *big = os_shm_region_alloc(BIG, 2);
+    char *small = os_shm_region_alloc(100, 2);
+    CHECK(big && !small, "at the limit with an arena in use: refused");
+    os_shm_region_free(one);
+    small = os_shm_region_alloc(100, 2);
+    CHECK(small != NULL, "the empty arena made room");
+    CHECK(!os_shm_region_find(one, 1, &r), "and went back");
+    os_shm_region_free(big);
+    os_shm_region_free(small);
 }
 
 /* Freed regions are kept as spares: the next allocation of a fitting size
@@ -62,24 +130,24 @@ static void test_limit(void)
 static void test_spares(void)
 {
     os_shm_region_t r1, r2;
-    char *a = os_shm_region_alloc(3 * 4096, 100);
+    char *a = os_shm_region_alloc(3 * BIG, 100);
     CHECK(a && os_shm_region_find(a, 1, &r1), "alloc");
-    CHECK(os_shm_region_free(a), "free");
-    char *b = os_shm_region_alloc(2 * 4096 + 1, 100);
+    CHECK(os_shm_region_free(a) == OS_SHM_FREED, "free");
+    char *b = os_shm_region_alloc(2 * BIG + 1, 100);
     CHECK(b == a && os_shm_region_find(b, 1, &r2) && r2.id == r1.id && r2.fd == r1.fd,
           "a fitting allocation reuses the spare");
     os_shm_region_free(b);
-    char *c = os_shm_region_alloc(100, 100); /* one page: the 3-page spare would waste */
+    char *c = os_shm_region_alloc(BIG, 100); /* the 3-fold spare would waste */
     CHECK(c && c != a, "a much smaller allocation gets a new region");
-    char *d = os_shm_region_alloc(8 * 4096, 100);
+    char *d = os_shm_region_alloc(8 * BIG, 100);
     CHECK(d && d != a, "a larger allocation gets a new region");
     os_shm_region_t rc;
     CHECK(os_shm_region_find(c, 1, &rc) && rc.id != r1.id, "ids differ");
     os_shm_region_free(c);
     os_shm_region_free(d);
-    /* Now spares of 1, 3 and 8 pages: a limit of 2 live regions still
-     * gives two allocations of 20 pages, by closing spares. */
-    char *e = os_shm_region_alloc(20 * 4096, 2), *f = os_shm_region_alloc(20 * 4096, 2);
+    /* Now spares of 1, 3 and 8 units: a limit of 2 live regions still
+     * gives two allocations of 20, by closing spares. */
+    char *e = os_shm_region_alloc(20 * BIG, 2), *f = os_shm_region_alloc(20 * BIG, 2);
     CHECK(e && f, "spares closed to make room under the limit");
     os_shm_region_free(e);
     os_shm_region_free(f);
@@ -99,9 +167,9 @@ static void *churn(void *arg)
         }
         memset(m, (int)id, 64);
         os_shm_region_t r;
-        if (!os_shm_region_find(m + 1, 8, &r) || r.base != m || m[63] != (char)id)
+        if (!os_shm_region_find(m + 1, 8, &r) || r.base > m || m[63] != (char)id)
             errors++;
-        if (!os_shm_region_free(m))
+        if (os_shm_region_free(m) != OS_SHM_FREED)
             errors++;
     }
     return NULL;
@@ -240,7 +308,8 @@ static void test_adopt(void)
     munmap(ro, page);
     /* Memory inside an MPI_Alloc_mem region is that region (not counted). */
     char *am = os_shm_region_alloc(page, 16);
-    CHECK(os_shm_region_adopt(am, page, 16, &r) && !r.adopted && r.base == am,
+    CHECK(os_shm_region_adopt(am, page, 16, &r) && !r.adopted && r.base <= am &&
+              am + page <= r.base + r.size,
           "MPI_Alloc_mem memory keeps its region");
     os_shm_region_free(am);
     /* The limit of adopted regions. */
@@ -273,6 +342,7 @@ int main(void)
     test_basic();
     test_limit();
     test_spares();
+    test_arenas();
     test_threads();
     return UNIT_REPORT();
 }

@@ -22,9 +22,10 @@ typedef struct {
 os_status_t os_shm_create(MPI_Comm node_comm, size_t size, os_shm_seg_t *seg);
 void os_shm_destroy(os_shm_seg_t *seg);
 
-/* Shareable private memory: MPI_Alloc_mem hands out regions backed by their
- * own memfd, so that a window later created over them can be mapped by the
- * other processes of the node (through /proc/<pid>/fd/<fd>) instead of being
+/* Shareable private memory: MPI_Alloc_mem hands out blocks in regions backed
+ * by a memfd (a large block has one of its own, small ones share arenas),
+ * so that a window later created over them can be mapped by the other
+ * processes of the node (through /proc/<pid>/fd/<fd>) instead of being
  * reached by CMA. The descriptor stays open while the region lives. These
  * calls are thread-safe (programs allocate from several threads). A fork()ed
  * child gets every region as a private copy-on-write mapping, as it would
@@ -39,13 +40,24 @@ typedef struct {
     int refs;     /* adopted: the windows over it */
 } os_shm_region_t;
 
-/* A region of at least `size` bytes, or NULL (errno set) when the limit of
- * regions (live and spare: each holds a descriptor) is reached or the system
- * refuses. Like malloc, it is not zeroed when it reuses a freed region. */
+/* A block of at least `size` bytes, or NULL (errno set) when it needs a new
+ * region and the limit of regions (live and spare: each holds a
+ * descriptor) is reached, or the system refuses. Like malloc, it is not
+ * zeroed when it reuses freed memory. */
 void *os_shm_region_alloc(size_t size, int max_live);
-/* Release a region; false when `base` is not the start of one. A few freed
- * regions are kept as spares for the next allocations of their size. */
-bool os_shm_region_free(void *base);
+/* Grow the process's descriptor table now for max_live regions (and as many
+ * adopted ones), so that it never grows while threads share it (region.c).
+ * Call before the host MPI starts threads; where the table cannot grow (the
+ * descriptor limit), regions still work. */
+void os_shm_region_reserve_fds(int max_live);
+/* Release a block. A few freed regions are kept as spares for the next
+ * allocations of their size. */
+typedef enum {
+    OS_SHM_FREED,
+    OS_SHM_FREE_NOT_OURS, /* in no region: another allocator's */
+    OS_SHM_FREE_INVALID   /* inside an arena but not a live block's start */
+} os_shm_free_t;
+os_shm_free_t os_shm_region_free(void *base);
 /* Copy out the region holding [addr, addr+len); false when there is none. */
 bool os_shm_region_find(const void *addr, size_t len, os_shm_region_t *out);
 /* MPI_Win_create over the program's own memory (remap.c): the region that

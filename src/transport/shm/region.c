@@ -1,6 +1,7 @@
-/* Shareable regions: MPI_Alloc_mem blocks, each in its own memfd, and the
- * program's own memory under a window, made shareable in place (remap.c),
- * so that other processes of the node can map them. Needs no MPI. */
+/* Shareable regions: MPI_Alloc_mem blocks, large ones each in a memfd of
+ * its own and small ones cut from shared arenas, and the program's own
+ * memory under a window, made shareable in place (remap.c), so that other
+ * processes of the node can map them. Needs no MPI. */
 #define _GNU_SOURCE
 #include "os_shm.h"
 #include "shm_remap.h"
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +32,31 @@ static os_shm_region_t spares[SPARES_MAX];
 static size_t nspares, spare_bytes;
 static uint64_t next_id;
 static pthread_mutex_t regions_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Descriptors the table is grown for beyond regions (control slabs, the
+ * host's and UCX's own). */
+enum { RESERVE_SLACK_FDS = 128 };
+
+/* Small blocks (up to ARENA_BLOCK_MAX) are cut from arenas: regions of
+ * ARENA_BYTES, each serving one power-of-two block size. A memfd per block
+ * cost every window over one, at its creation, each node-mate's open of
+ * /proc/<pid>/fd and mmap: 6.5 us of a first MPI_Win_create over a 4 KB
+ * block (Debian's MPICH 4.0.2), where native MPICH's whole creation takes
+ * 15; and a descriptor each, so that past ONESIDED_ALLOC_MEM_MAX_REGIONS
+ * blocks the host's memory served and windows over it took CMA. A node-mate
+ * maps an arena once, at the first window over any of its blocks, and
+ * keeps the mapping (os_shm_region_map_peer). Its pages cost memory when
+ * first touched, as a malloc's do. */
+enum { ARENA_BYTES = 1 << 20, ARENA_MIN_SHIFT = 6, ARENA_MAX_SHIFT = 16,
+       ARENA_CLASSES = ARENA_MAX_SHIFT - ARENA_MIN_SHIFT + 1 };
+#define ARENA_BLOCK_MAX ((size_t)1 << ARENA_MAX_SHIFT)
+typedef struct arena {
+    char *base;          /* its region's */
+    size_t block;        /* bytes of each block */
+    uint32_t nblocks, nfree;
+    uint64_t *free_bits; /* bit i: block i free */
+    struct arena *next;  /* the next arena of its size, made later */
+} arena_t;
+static arena_t *arenas[ARENA_CLASSES]; /* [log2(block) - ARENA_MIN_SHIFT] */
 
 static void spare_take(size_t i, os_shm_region_t *out)
 {
@@ -67,6 +94,13 @@ static void fork_child(void)
         close(r->fd);
     }
     nregions = 0;
+    for (int c = 0; c < ARENA_CLASSES; c++)
+        while (arenas[c]) {
+            arena_t *a = arenas[c];
+            arenas[c] = a->next;
+            free(a->free_bits);
+            free(a);
+        }
     while (nspares) {
         os_shm_region_t gone;
         spare_take(0, &gone);
@@ -112,6 +146,8 @@ static uint64_t new_id(void)
     return ++next_id;
 }
 
+static void arenas_drop_empty_locked(void);
+
 static void *region_alloc_locked(size_t size, int max_live)
 {
     long page = sysconf(_SC_PAGESIZE);
@@ -129,12 +165,15 @@ static void *region_alloc_locked(size_t size, int max_live)
         spare_take(best, &regions[nregions]);
         return regions[nregions++].base;
     }
-    /* Spares give their descriptors back before the limit refuses. */
+    /* Spares, then empty arenas, give their descriptors back before the
+     * limit refuses. */
     while ((int)(nregions + nspares) >= max_live && nspares) {
         os_shm_region_t gone;
         spare_take(0, &gone);
         region_close(&gone);
     }
+    if ((int)nregions >= max_live)
+        arenas_drop_empty_locked();
     if ((int)nregions >= max_live) {
         errno = EMFILE;
         return NULL;
@@ -155,36 +194,171 @@ static void *region_alloc_locked(size_t size, int max_live)
     return addr;
 }
 
+/* Linux grows a process's descriptor table by doubling, and where threads
+ * share the table (every MPI process after MPI_Init: the host's and UCX's
+ * threads) each growth waits for an RCU grace period before freeing the old
+ * table (fs/file.c, expand_fdtable). Regions hold a descriptor each, so the
+ * window that took descriptor 256 waited 7-31 ms on this machine (Debian's
+ * MPICH 4.0.2, MPI_Alloc_mem + MPI_Win_create, its node-mate's open of
+ * /proc/<pid>/fd as long), about 30 us on each of the first 1000 windows,
+ * against 16 us for the host's whole cold creation. A table never shrinks:
+ * grown here, before the host MPI starts its threads, it costs a
+ * reallocation and nothing later. */
+void os_shm_region_reserve_fds(int max_live)
+{
+    struct rlimit lim;
+    int lowest = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (lowest < 0)
+        return;
+    /* Live and spare regions, and as many adopted ones, past what is open. */
+    long want = (long)lowest + 2L * (max_live > 0 ? max_live : 0) + RESERVE_SLACK_FDS;
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+        want >= (long)lim.rlim_cur)
+        want = (long)lim.rlim_cur - 1;
+    if (want > lowest) {
+        /* The lowest free descriptor from `want` on: the table grows to hold it. */
+        int high = fcntl(lowest, F_DUPFD_CLOEXEC, (int)want);
+        if (high >= 0)
+            close(high);
+        else
+            OS_DEBUG("descriptor table not grown to %ld: %s", want, strerror(errno));
+    }
+    close(lowest);
+}
+
+/* A block of `size` (at most ARENA_BLOCK_MAX) from an arena of its size
+ * class, a new arena (a region) when every one is full; NULL when no region
+ * can be made. */
+static void *arena_alloc_locked(size_t size, int max_live)
+{
+    int shift = ARENA_MIN_SHIFT;
+    while (((size_t)1 << shift) < size)
+        shift++;
+    /* The oldest arena with room first: the newer ones empty out and go. */
+    arena_t **at = &arenas[shift - ARENA_MIN_SHIFT], *a;
+    while ((a = *at) && !a->nfree)
+        at = &a->next;
+    if (!a) {
+        const uint32_t n = (uint32_t)(ARENA_BYTES >> shift);
+        const size_t words = (n + 63) / 64;
+        a = calloc(1, sizeof *a);
+        uint64_t *bits = malloc(words * sizeof *bits);
+        char *base = a && bits ? region_alloc_locked(ARENA_BYTES, max_live) : NULL;
+        if (!base) {
+            free(bits);
+            free(a);
+            return NULL;
+        }
+        memset(bits, 0xff, words * sizeof *bits);
+        *a = (arena_t){ base, (size_t)1 << shift, n, n, bits, NULL };
+        *at = a;
+    }
+    uint32_t w = 0;
+    while (!a->free_bits[w])
+        w++;
+    const uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(a->free_bits[w]);
+    a->free_bits[w] &= ~((uint64_t)1 << (i % 64));
+    a->nfree--;
+    return a->base + (size_t)i * a->block;
+}
+
 void *os_shm_region_alloc(size_t size, int max_live)
 {
     pthread_mutex_lock(&regions_lock);
-    void *p = region_alloc_locked(size, max_live);
+    void *p = size <= ARENA_BLOCK_MAX ? arena_alloc_locked(size ? size : 1, max_live)
+                                     : region_alloc_locked(size, max_live);
     pthread_mutex_unlock(&regions_lock);
     return p;
 }
 
-bool os_shm_region_free(void *base)
+/* Take live region i off the table: kept as a spare where there is room,
+ * else into *gone for the caller to close after unlocking (false: nothing
+ * to close). */
+static bool region_free_locked(size_t i, os_shm_region_t *gone)
+{
+    *gone = regions[i];
+    memmove(&regions[i], &regions[i + 1], (nregions - i - 1) * sizeof *regions);
+    nregions--;
+    if (nspares < SPARES_MAX && spare_bytes + gone->size <= SPARE_BYTES_MAX) {
+        spares[nspares++] = *gone;
+        spare_bytes += gone->size;
+        return false;
+    }
+    return true;
+}
+
+/* Empty arenas of every size go back with their regions, closed at once
+ * (under the lock: the caller needs the descriptors now). */
+static void arenas_drop_empty_locked(void)
+{
+    for (int c = 0; c < ARENA_CLASSES; c++)
+        for (arena_t **at = &arenas[c], *a; (a = *at);) {
+            if (a->nfree < a->nblocks) {
+                at = &a->next;
+                continue;
+            }
+            *at = a->next;
+            for (size_t r = 0; r < nregions; r++)
+                if (regions[r].base == a->base) {
+                    os_shm_region_t gone = regions[r];
+                    memmove(&regions[r], &regions[r + 1], (nregions - r - 1) * sizeof *regions);
+                    nregions--;
+                    region_close(&gone);
+                    break;
+                }
+            free(a->free_bits);
+            free(a);
+        }
+}
+
+/* Give an arena's block back. An arena left empty goes back too, unless it
+ * is the only one of its size with room. */
+static os_shm_free_t arena_free_locked(void *p, os_shm_region_t *gone, bool *close_it)
+{
+    for (int c = 0; c < ARENA_CLASSES; c++)
+        for (arena_t **at = &arenas[c], *a; (a = *at); at = &a->next) {
+            if ((char *)p < a->base || (char *)p >= a->base + ARENA_BYTES)
+                continue;
+            const size_t i = (size_t)((char *)p - a->base) / a->block;
+            if (a->base + i * a->block != (char *)p || (a->free_bits[i / 64] >> (i % 64) & 1))
+                return OS_SHM_FREE_INVALID; /* not a block's start, or freed already */
+            a->free_bits[i / 64] |= (uint64_t)1 << (i % 64);
+            if (++a->nfree < a->nblocks)
+                return OS_SHM_FREED;
+            bool other_room = false;
+            for (const arena_t *o = arenas[c]; o; o = o->next)
+                other_room |= o != a && o->nfree > 0;
+            if (!other_room)
+                return OS_SHM_FREED;
+            *at = a->next;
+            for (size_t r = 0; r < nregions; r++)
+                if (regions[r].base == a->base) {
+                    *close_it = region_free_locked(r, gone);
+                    break;
+                }
+            free(a->free_bits);
+            free(a);
+            return OS_SHM_FREED;
+        }
+    return OS_SHM_FREE_NOT_OURS;
+}
+
+os_shm_free_t os_shm_region_free(void *base)
 {
     os_shm_region_t gone = { 0 };
-    bool found = false, keep = false;
+    bool close_it = false;
     pthread_mutex_lock(&regions_lock);
-    for (size_t i = 0; i < nregions && !found; i++) {
+    os_shm_free_t r = arena_free_locked(base, &gone, &close_it);
+    for (size_t i = 0; i < nregions && r == OS_SHM_FREE_NOT_OURS; i++) {
         if (regions[i].base == base && !regions[i].adopted) {
-            gone = regions[i];
-            memmove(&regions[i], &regions[i + 1], (nregions - i - 1) * sizeof *regions);
-            nregions--;
-            found = true;
+            close_it = region_free_locked(i, &gone);
+            r = OS_SHM_FREED;
         }
     }
-    if (found && nspares < SPARES_MAX && spare_bytes + gone.size <= SPARE_BYTES_MAX) {
-        spares[nspares++] = gone;
-        spare_bytes += gone.size;
-        keep = true;
-    }
     pthread_mutex_unlock(&regions_lock);
-    if (found && !keep)
+    if (close_it)
         region_close(&gone);
-    return found;
+    return r;
 }
 
 static os_shm_region_t *find_locked(const void *addr, size_t len)
