@@ -143,7 +143,7 @@ typedef enum {
     ONESIDED_STAT_AM_DEFERRED,      /* ... of which had to wait for a local lock and were retried */
     ONESIDED_STAT_LOCK_NETWORK,     /* locks taken with network atomics on the lock word */
     ONESIDED_STAT_LOCK_NET_RETRIES, /* ... network lock attempts that found it held and backed off */
-    ONESIDED_STAT_LOCK_TO_NETWORK,  /* this process's hybrid lock migrated to network mode */
+    ONESIDED_STAT_LOCK_TO_NETWORK,  /* this process's hybrid lock migrated to network mode (or started there) */
     ONESIDED_STAT_LOCK_TO_CPU,      /* ... migrated back to CPU mode */
     ONESIDED_STAT_ACC_DIRECT,       /* one-element accumulate-kind calls to another node done
                                        without it: one network atomic (direct accumulate,

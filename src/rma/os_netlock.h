@@ -337,6 +337,19 @@ static inline void os_hyb_enter_net(os_hyb_mgr_t *m)
     m->state = OS_HYB_NET;
 }
 
+/* Network mode from the start, for a lock whose lockers all reach the word
+ * as cheaply as the CPU lock (os_hyb_stays_on_word): as if a remote writer
+ * had migrated it and left. Only before anybody can lock it (the CPU lock
+ * is free, so the park ticket is served at once). */
+static inline void os_hyb_start_net(os_hyb_mgr_t *m)
+{
+    m->park = os_lock_ticket(m->cpu);
+    m->seen_next = (uint16_t)(m->park + 1);
+    os_hyb_enter_net(m);
+    atomic_store_explicit(m->net, 0, memory_order_release); /* open, nobody in */
+    m->to_net++;
+}
+
 /* Advance the manager; called often (never blocks). NET_READY: a migration
  * to the network side is done and its requester holds the word (grant it;
  * answer the waiting ones "retry"). CPU_READY: back in CPU mode. */

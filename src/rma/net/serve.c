@@ -541,8 +541,23 @@ void os_serve_request(void *arg, void *reply, const void *hdr, size_t hlen, cons
     pthread_mutex_unlock(&reg_lock);
 }
 
+/* A hybrid manager at rest: in network mode where this process's policy
+ * keeps the lock on the word (os_hyb_stays_on_word), the node's lockers
+ * take the word and draw no CPU ticket, so nothing comes for the manager
+ * to do. It is polled at the progress thread's periodic wake-up only
+ * (OS_UCX_IDLE_US), not every OS_UCX_RETRY_US: lock words start in network
+ * mode on every window of virtual nodes of one host (net/window.c,
+ * starts_on_word), and a wake-up every 50 us took the computing
+ * application's core. A node-mate whose own policy differs and draws a
+ * ticket waits up to that period for the lock to come back. */
+static bool hyb_resting(const os_win_t *w)
+{
+    return w->hyb.state == OS_HYB_NET && os_hyb_stays_on_word(w);
+}
+
 /* Retry what was kept: lock requests whose turn may have come (a process of
- * the target's node may have unlocked), requests that waited for a mutex. */
+ * the target's node may have unlocked), requests that waited for a mutex.
+ * True while something wants the next retry soon (OS_UCX_RETRY_US). */
 bool os_serve_retry(void)
 {
     if (!atomic_load_explicit(&npending, memory_order_relaxed) &&
@@ -551,9 +566,12 @@ bool os_serve_retry(void)
     if (pthread_mutex_trylock(&reg_lock))
         return true; /* another thread is at it */
     hold_replies = true;
+    bool soon = false;
     for (int i = 0; i < reg_n; i++)
-        if (reg_wins[i]->hyb_ready && reg_wins[i]->hyb.state != OS_HYB_CPU)
+        if (reg_wins[i]->hyb_ready && reg_wins[i]->hyb.state != OS_HYB_CPU) {
             hyb_poll(reg_wins[i]);
+            soon |= reg_wins[i]->hyb.state != OS_HYB_CPU && !hyb_resting(reg_wins[i]);
+        }
     for (pending_t **pp = &pending_head; *pp;) {
         pending_t *p = *pp;
         os_win_t *w = find_win(p->h.win);
@@ -581,8 +599,7 @@ bool os_serve_retry(void)
     pthread_mutex_unlock(&reg_lock);
     hold_replies = false;
     flush_outbox();
-    return atomic_load_explicit(&npending, memory_order_relaxed) ||
-           atomic_load_explicit(&hyb_busy, memory_order_relaxed);
+    return atomic_load_explicit(&npending, memory_order_relaxed) || soon;
 }
 
 os_status_t os_serve_register(os_win_t *w)
@@ -602,6 +619,8 @@ os_status_t os_serve_register(os_win_t *w)
     else if (!(st = os_hmap_put(&reg_by_id, (uintptr_t)w->id, w))) {
         w->serve_slot = reg_n;
         reg_wins[reg_n++] = w;
+        if (w->hyb_ready && w->hyb.state != OS_HYB_CPU)
+            atomic_fetch_add_explicit(&hyb_busy, 1, memory_order_relaxed); /* starts_on_word */
     }
     pthread_mutex_unlock(&reg_lock);
     return st;

@@ -31,6 +31,23 @@ typedef struct {
     int32_t tcp_only;   /* every endpoint to another node is TCP alone */
 } remote_info_t;
 
+/* Whether this process's hybrid lock starts in network mode: where the
+ * history policy keeps it on the word once there (os_hyb_stays_on_word:
+ * every process of one host, whose shared-memory transports map the word),
+ * a first remote locker would otherwise ask this process's manager, whose
+ * progress thread shares a core with a computing application: 300 us to 4
+ * ms for the first of 1000 lock epochs whose others took 0.1 us each
+ * (busy_epochs, Open MPI 5.0.11, virtual nodes). Decided before the keys
+ * are exchanged, so from what every process knows of the job (one host) and
+ * not from the mapping itself; where the word turns out not mapped (UCX
+ * over TCP alone), network mode is the network design's, and the node's
+ * lockers bring the lock back as the policy says. Network mode needs the
+ * progress thread, which brings it back. */
+static bool starts_on_word(const os_win_t *w)
+{
+    return w->one_host && w->cfg.progress && w->cfg.lock_policy == OS_LOCK_POLICY_HISTORY;
+}
+
 /* Allocations of the window's remote state, and this process's lock word:
  * allocated by UCX, so that other processes' network atomics on it need no
  * help from us (the node's own lockers take it too, in network mode). */
@@ -56,10 +73,13 @@ static os_status_t remote_alloc(os_win_t *w)
         atomic_store(w->netword + i, 0);
     w->lock_rng = (uint64_t)w->peers[w->rank].world * 0x9e3779b97f4a7c15ull + 1;
     if (w->cfg.lock == OS_LOCK_HYBRID) {
-        /* Before anybody has the key: the word starts parked, CPU mode. */
+        /* Before anybody has the key: the word starts parked, CPU mode;
+         * where every process will map it, open, network mode (below). */
         os_rank_ctl_t *c = &w->ctl[w->rank];
         os_hyb_init(&w->hyb, &c->lock, &c->lock_mode, &c->lock_local_count, w->netword,
                     w->lock_rng);
+        if (starts_on_word(w))
+            os_hyb_start_net(&w->hyb);
         w->hyb_ready = true;
     }
     return OS_OK;
