@@ -343,6 +343,10 @@ typedef struct {
     uint64_t completes_seen; /* as a target: completes of this origin consumed (node-mate) */
 } os_pscw_peer_t;
 
+/* A hybrid lock manager away from CPU mode, polled soon (busy) or at the
+ * progress thread's periodic wake-up (resting): net/serve.c. */
+typedef enum { OS_HYB_CLASS_NONE, OS_HYB_CLASS_BUSY, OS_HYB_CLASS_RESTING } os_hyb_class_t;
+
 typedef struct os_win {
     MPI_Win handle;  /* the shell's host handle: carries errhandler, attributes, name */
     pthread_mutex_t mtx; /* MPI_THREAD_MULTIPLE: held by the MPI call using the window */
@@ -446,6 +450,7 @@ typedef struct os_win {
                                 * host): the hybrid lock stays on the word (net/lock.c) */
     os_hyb_mgr_t hyb;          /* this process's hybrid lock manager (under net/serve.c's lock) */
     bool hyb_ready;
+    os_hyb_class_t hyb_class; /* which of serve.c's counts of managers away from CPU mode */
     uint64_t hyb_shared_next;  /* os_ticks of its next step in shared mode (net/serve.c) */
     uint8_t *lock_how;         /* [nranks] os_lock_hold_t of each held lock */
     struct os_kept_op *kept;   /* [nranks] a deferred lock's operation, kept for unlock */
