@@ -209,15 +209,23 @@ static void quiet_host_osc(void)
 
 /* What must happen before the host MPI starts (its threads, its choice of
  * components): called first by MPI_Init, MPI_Init_thread and
- * MPI_Session_init. */
+ * MPI_Session_init. The environment is read once, at the first of them
+ * (threads may make sessions at once, and a later one must not rewrite
+ * the table under live windows). */
 static bool config_loaded;
-static void before_host_init(void)
+static void load_config_once(void)
 {
-    quiet_host_osc();
     os_config_load();
     config_loaded = true;
     if (os_config.alloc_mem_shared || os_config.create_share)
         os_shm_region_reserve_fds(os_config.alloc_mem_max_regions);
+}
+
+static void before_host_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    quiet_host_osc();
+    pthread_once(&once, load_config_once);
 }
 
 /* MPI-4 sessions (MPICH 4 and 5, Open MPI 5; not Open MPI 4.1). A program may never call MPI_Init: it makes communicators from
