@@ -239,6 +239,9 @@ typedef enum {
                                        which this process joined the bulk accumulate handshake
                                        on the words UCX maps (every process joining for a
                                        target lets bulk accumulates run there) */
+    ONESIDED_STAT_POST_MAPPED,      /* MPI_Win_post signals to another node done by this
+                                       process's CPU atomic on the origin's post bits UCX maps
+                                       here (a virtual node of this host) instead of a message */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

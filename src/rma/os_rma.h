@@ -337,7 +337,8 @@ enum { OS_DIRTY_PUT = 1, OS_DIRTY_WAIT = 2 };
  * shared counter takes a locked add and the receiver's own write to consume
  * it, which sends the line back. Each side keeps its counts here. */
 typedef struct {
-    uint64_t posts_seen;     /* as an origin: posts of this target consumed */
+    uint64_t posts_seen;     /* as an origin: posts of this target consumed (post matrix) */
+    uint64_t posts_flipped;  /* as an origin: posts of this target consumed (os_win_post_bits) */
     uint64_t posts_made;     /* as a target: posts made to this origin (node-mate) */
     uint64_t completes_made; /* as an origin: completes made to this target (node-mate) */
     uint64_t completes_seen; /* as a target: completes of this origin consumed (node-mate) */
@@ -611,20 +612,24 @@ static inline os_acc_mode_t os_acc_mode(const os_win_t *w, int target, const cha
 /* A window's network words in each process (net/lockword.c): a unit of
  * OS_NL_UNIT_LINES cache lines of UCX memory. The first holds the lock
  * word, os_win_remote_completes and the fence's counters (net/barrier.c);
- * the others the bulk handshake's words between virtual nodes of one host
- * (acc_host, net/window.c), each on a line of its own as in the control
- * area: the flag that bulk accumulates on this process's memory hold and
- * how many processes joined the handshake for it (written rarely, read by
- * every CPU-atomic accumulate on it), and this process's two counts
- * (written by it at every CPU-atomic accumulate, by different threads). */
+ * the next three the bulk handshake's words between virtual nodes of one
+ * host (acc_host, net/window.c), each on a line of its own as in the
+ * control area: the flag that bulk accumulates on this process's memory
+ * hold and how many processes joined the handshake for it (written rarely,
+ * read by every CPU-atomic accumulate on it), and this process's two
+ * counts (written by it at every CPU-atomic accumulate, by different
+ * threads). The last holds the post bits (os_win_post_bits): a line of its
+ * own, since every MPI_Win_post toward this process writes it. */
 enum {
     OS_NL_LINE_WORDS = OS_CACHELINE / 8,
-    OS_NL_UNIT_LINES = 4,
+    OS_NL_UNIT_LINES = 5,
     OS_NL_UNIT_WORDS = OS_NL_UNIT_LINES * OS_NL_LINE_WORDS,
     OS_NL_ACC_FLAG_WORD = OS_NL_LINE_WORDS,
     OS_NL_ACC_JOINED_WORD = OS_NL_LINE_WORDS + 1,
     OS_NL_ACC_ACTIVE_WORD = 2 * OS_NL_LINE_WORDS,
     OS_NL_ACC_ACTIVE_MAIN_WORD = 3 * OS_NL_LINE_WORDS,
+    OS_NL_POSTS_WORD = 4 * OS_NL_LINE_WORDS,
+    OS_NL_POST_BITS = OS_NL_LINE_WORDS * 64, /* targets of ranks below this post by bit */
 };
 
 /* The accumulate mutex of a target (os_rank_ctl_t.acc_mutex), a
@@ -934,6 +939,22 @@ enum { OS_NL_COMPLETES_WORD = 1 };
 static inline _Atomic uint64_t *os_win_remote_completes(const os_win_t *w)
 {
     return w->netword + OS_NL_COMPLETES_WORD;
+}
+
+/* MPI_Win_post signals from targets on other nodes that map this process's
+ * network words (another virtual node of this host; os_win_t.nl_map): each
+ * target of rank below OS_NL_POST_BITS owns bit (rank % 64) of word
+ * (rank / 64) of the posts line, and flips it with a CPU atomic at each
+ * post toward this process (net/origin.c). A flip, not a set, so that
+ * nobody has to clear it: this process sees post number k of that target
+ * when the bit is k's parity. One bit is enough because a target posts
+ * again only after MPI_Win_wait saw this process's MPI_Win_complete, which
+ * comes after the post was consumed (os_pscw_await_post). The others send
+ * a message, which this process's server counts in the post matrix.
+ * Windows spanning nodes only. */
+static inline _Atomic uint64_t *os_win_post_bits(const os_win_t *w, int target)
+{
+    return w->netword + OS_NL_POSTS_WORD + target / 64;
 }
 
 /* The memory barrier of a flush whose operations all completed when they

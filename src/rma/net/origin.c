@@ -577,6 +577,20 @@ os_status_t os_remote_flush(os_win_t *w, int target)
 
 os_status_t os_remote_post(os_win_t *w, int origin)
 {
+    if (w->nl_map[origin] && w->rank < OS_NL_POST_BITS) {
+        /* The origin's post bit (os_win_post_bits), mapped here as its lock
+         * word is: a locked CPU atomic, visible at once, and ordered after
+         * this process's stores to its window (x86 keeps a locked
+         * instruction behind earlier stores), the release MPI_Win_post owes.
+         * It replaces a message the origin's progress had to serve: an
+         * 8-byte put's PSCW epoch between virtual nodes took 0.62 us where
+         * Open MPI 5.0.11's osc/sm takes 0.40 (rma_sweep). */
+        os_ucx_mapped_atomic((_Atomic uint64_t *)w->nl_map[origin] + OS_NL_POSTS_WORD +
+                                 w->rank / 64,
+                             OS_UCX_AMO_XOR, 8, 1ull << (w->rank % 64), NULL);
+        OS_STAT(w, POST_MAPPED, 1);
+        return OS_OK;
+    }
     req_hdr_t h = { .kind = K_POST };
     return os_req_post_noreply(w, origin, &h);
 }
