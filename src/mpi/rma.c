@@ -52,8 +52,7 @@ static int req_query(void *extra, MPI_Status *status)
  * MPI_Request_free): by MPICH at once, by Open MPI once it is complete too. */
 static int req_free(void *extra)
 {
-    if (extra)
-        let_go(extra);
+    let_go(extra);
     return MPI_SUCCESS;
 }
 
@@ -64,12 +63,17 @@ static int req_cancel(void *extra, int complete)
     return MPI_SUCCESS;
 }
 
-static int completed_request(MPI_Request *req)
+/* The request of an operation done inside the call: the host's own request
+ * of a send to MPI_PROC_NULL, complete from the start, as Open MPI's osc/sm
+ * returns for its R* operations (MPICH: a built-in request). Of an RMA
+ * request's status MPI defines only MPI_ERROR. A generalized request,
+ * started and completed here and its two callbacks run at MPI_Wait, took
+ * 0.2 us of an MPI_Rget of 64 KB between virtual nodes (rget_overlap). The
+ * window's own communicator: MPI_COMM_SELF does not exist in a program of
+ * sessions alone. */
+static int completed_request(const os_win_t *w, MPI_Request *req)
 {
-    int rc = PMPI_Grequest_start(req_query, req_free, req_cancel, NULL, req);
-    if (rc == MPI_SUCCESS)
-        rc = PMPI_Grequest_complete(*req);
-    return rc;
+    return PMPI_Isend(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, w->comm, req);
 }
 
 /* A request that gets no MPI handle: what it started still writes into r
@@ -354,7 +358,7 @@ out:
         return os_mpi_raise_win(win, call, st);
     }
     free(r);
-    return completed_request(req);
+    return completed_request(w, req);
 }
 
 /* LANE: whether the call may take the fast lane (not the R* forms, whose

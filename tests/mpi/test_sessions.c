@@ -67,12 +67,18 @@ static void operations(MPI_Comm comm, MPI_Win win, int64_t *mem, const MPI_Aint 
     MPI_Win_lock_all(0, win);
     MPI_Accumulate(&one, 1, MPI_INT64_T, right, d0 + 1 * unit, 1, MPI_INT64_T, MPI_SUM, win);
     MPI_Fetch_and_op(&one, &got, MPI_INT64_T, right, d0 + 2 * unit, MPI_SUM, win);
+    /* A request-based get: its request is the host's, made without
+     * MPI_COMM_SELF, which a program of sessions alone does not have. */
+    int64_t rgot = -1;
+    MPI_Request rq;
+    MPI_Rget(&rgot, 1, MPI_INT64_T, right, d0 + 0 * unit, 1, MPI_INT64_T, win, &rq);
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
     MPI_Win_flush_all(win);
     MPI_Win_unlock_all(win);
     MPI_Barrier(comm);
-    CHECK(mem[0] == left + 1 && mem[1] == 1 && mem[2] == 1 && got == 0,
-          "%s, lock epochs: %lld %lld %lld, fetched %lld", what, (long long)mem[0],
-          (long long)mem[1], (long long)mem[2], (long long)got);
+    CHECK(mem[0] == left + 1 && mem[1] == 1 && mem[2] == 1 && got == 0 && rgot == rank + 1,
+          "%s, lock epochs: %lld %lld %lld, fetched %lld, read %lld", what, (long long)mem[0],
+          (long long)mem[1], (long long)mem[2], (long long)got, (long long)rgot);
     /* Fence. */
     MPI_Win_fence(0, win);
     v = 100 + rank;
