@@ -853,6 +853,18 @@ def slower_line(rows, host):
         if total:
             parts.append(f"{sum(1 for x in slower if where(x) == w)} of {total} {w}")
     log("slower rows by where they ran: " + "; ".join(parts))
+    # Rows of configurations a program gets only by asking: lock_bench's
+    # lock designs other than the default hybrid(history), and every route
+    # of cooperation, whose windows turn direct accumulates off and take
+    # the manager lock (paper 004's request path, bench/cooperation.c).
+    def non_default(x):
+        return (x["benchmark"].startswith("lock_bench") and "[hybrid(history)]" not in x["case"]) \
+            or x["benchmark"].startswith("cooperation")
+    nd = [x for x in slower if non_default(x)]
+    if nd:
+        log(f"of the {len(slower)} slower rows, {len(nd)} are of configurations that are not the "
+            f"default (lock_bench's other lock designs, cooperation's request paths); "
+            f"{len(slower) - len(nd)} of the default paths")
 
 
 def references(data):
