@@ -64,13 +64,13 @@ static int req_cancel(void *extra, int complete)
 }
 
 /* The request of an operation done inside the call: the host's own request
- * of a send to MPI_PROC_NULL, complete from the start, as Open MPI's osc/sm
- * returns for its R* operations (MPICH: a built-in request). Of an RMA
- * request's status MPI defines only MPI_ERROR. A generalized request,
- * started and completed here and its two callbacks run at MPI_Wait, took
- * 0.2 us of an MPI_Rget of 64 KB between virtual nodes (rget_overlap). The
- * window's own communicator: MPI_COMM_SELF does not exist in a program of
- * sessions alone. */
+ * of a send to MPI_PROC_NULL, complete from the start (Open MPI's osc/sm
+ * returns the same for its own R* operations). Of an RMA request's status
+ * MPI defines only MPI_ERROR. A generalized request, started and completed
+ * here and its two callbacks run at MPI_Wait, cost about 0.1 us of an
+ * MPI_Rget of 64 KB between virtual nodes (rget_overlap, Open MPI 5.0.11:
+ * the call 1.85 -> 1.76 us, osc/sm 1.66). The window's own communicator:
+ * MPI_COMM_SELF does not exist in a program of sessions alone. */
 static int completed_request(const os_win_t *w, MPI_Request *req)
 {
     return PMPI_Isend(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, w->comm, req);

@@ -579,9 +579,9 @@ os_status_t os_remote_post(os_win_t *w, int origin)
 {
     if (w->nl_map[origin] && w->rank < OS_NL_POST_BITS) {
         /* The origin's post bit (os_win_post_bits), mapped here as its lock
-         * word is: a locked CPU atomic, visible at once, and ordered after
-         * this process's stores to its window (x86 keeps a locked
-         * instruction behind earlier stores), the release MPI_Win_post owes.
+         * word is: a sequentially consistent CPU atomic, visible at once and
+         * ordered after this process's stores to its window, the release
+         * MPI_Win_post owes.
          * It replaces a message the origin's progress had to serve: an
          * 8-byte put's PSCW epoch between virtual nodes took 0.62 us where
          * Open MPI 5.0.11's osc/sm takes 0.40 (rma_sweep). */
