@@ -44,6 +44,14 @@ static inline os_win_t *os_mpi_win(MPI_Win handle)
         return os_win_cache.win;
     return os_mpi_win_lookup(handle);
 }
+/* The same without the lookup: NULL unless handle is the cached window. */
+static inline os_win_t *os_mpi_win_cached(MPI_Win handle)
+{
+    if (handle == os_win_cache.handle &&
+        atomic_load_explicit(&os_windows_gen, memory_order_acquire) == os_win_cache.gen)
+        return os_win_cache.win;
+    return NULL;
+}
 
 /* The window of a handle, entered for one MPI call: under
  * MPI_THREAD_MULTIPLE its mutex is held until the variable goes out of

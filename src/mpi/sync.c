@@ -112,15 +112,43 @@ int MPI_Win_unlock_all(MPI_Win win)
     return done(win, "MPI_Win_unlock_all", os_win_unlock_all(w));
 }
 
-int MPI_Win_flush(int rank, MPI_Win win)
+/* MPI_Win_flush and MPI_Win_flush_local of one rank past the quick case
+ * (flush_quick), out of line. */
+static __attribute__((noinline)) int flush_rank(int rank, MPI_Win win, bool local)
 {
-    os_win_t *quick;
-    if (!os_threaded && (quick = os_mpi_win(win)) && os_win_flush_done(quick, rank))
-        return MPI_SUCCESS;
-    WIN_OR_RAISE("MPI_Win_flush");
+    const char *call = local ? "MPI_Win_flush_local" : "MPI_Win_flush";
+    WIN_OR_RAISE(call);
     if (rank == MPI_PROC_NULL)
         return MPI_SUCCESS;
-    return done(win, "MPI_Win_flush", os_win_flush(w, rank, false));
+    return done(win, call, os_win_flush(w, rank, false));
+}
+
+static __attribute__((noinline)) int flush_spanning(int rank, MPI_Win win, os_win_t *w,
+                                                    bool local)
+{
+    if (os_win_flush_done_spanning(w, rank))
+        return MPI_SUCCESS;
+    return flush_rank(rank, win, local);
+}
+
+/* The flush of one rank whose operations all completed when they were
+ * issued (os_win_flush_done): its checks and the barrier, with no call and
+ * no register saved. Anything else jumps out of line. */
+static inline __attribute__((always_inline)) int flush_quick(int rank, MPI_Win win, bool local)
+{
+    os_win_t *w = os_mpi_win_cached(win);
+    if (!w || os_threaded)
+        return flush_rank(rank, win, local);
+    if (w->acc_batch || w->multinode)
+        return flush_spanning(rank, win, w, local);
+    if (!os_win_flush_done(w, rank))
+        return flush_rank(rank, win, local);
+    return MPI_SUCCESS;
+}
+
+int MPI_Win_flush(int rank, MPI_Win win)
+{
+    return flush_quick(rank, win, false);
 }
 
 int MPI_Win_flush_all(MPI_Win win)
@@ -131,13 +159,7 @@ int MPI_Win_flush_all(MPI_Win win)
 
 int MPI_Win_flush_local(int rank, MPI_Win win)
 {
-    os_win_t *quick;
-    if (!os_threaded && (quick = os_mpi_win(win)) && os_win_flush_done(quick, rank))
-        return MPI_SUCCESS;
-    WIN_OR_RAISE("MPI_Win_flush_local");
-    if (rank == MPI_PROC_NULL)
-        return MPI_SUCCESS;
-    return done(win, "MPI_Win_flush_local", os_win_flush(w, rank, false));
+    return flush_quick(rank, win, true);
 }
 
 int MPI_Win_flush_local_all(MPI_Win win)

@@ -292,8 +292,8 @@ static inline __attribute__((always_inline)) void copy_element(void *dst, const 
  * RandomAccess, queues), inline: the same instructions os_reduce_atomic
  * would choose, without its dispatch on size, type and op. False for
  * anything else. The target is aligned (os_acc_mode said atomic). */
-static inline bool atomic_word(os_op_t op, os_basic_t basic, char *taddr, const void *origin,
-                               void *fetch)
+OS_HOT bool atomic_word(os_op_t op, os_basic_t basic, char *taddr, const void *origin,
+                        void *fetch)
 {
     uint64_t v = 0, old;
     if (basic != OS_B_INT64 && basic != OS_B_UINT64)
@@ -350,116 +350,208 @@ static void acc_bulk_contig(os_win_t *w, int target, os_op_t rop, const os_dtype
     OS_STAT(w, ACC_BULK_ELEMS, count);
 }
 
-/* os_rma_fast for another node's memory that UCX maps here (another virtual
- * node of this host, ucp_rkey_ptr), kept out of the node path so that path
- * stays as short as it was. Puts and gets copy it as the network path would
- * (rdma() in net/origin.c), in every epoch that grants access to the target
- * now: lock and lock_all epochs whose lock is held (not one the manager
- * design defers to the unlock), fence epochs begun by a synchronizing fence
+/* What the epoch asks of a fast-path operation to target before it touches
+ * the memory, for both fast paths: whether the epoch grants access to it
+ * now (FAST_NOW), after the target's post (the PSCW epoch's first
+ * operation to it) or after the target entered the fence that opened the
+ * epoch (MPI_MODE_NOPRECEDE: fence_lazy, on windows of one node only), or
+ * not on the fast path (FAST_NO): fence epochs that queue their operations
+ * to the closing fence, a lock the manager design defers to the unlock
+ * (mapped memory only), and R* requests outside lock epochs. */
+typedef enum { FAST_NO, FAST_NOW, FAST_AWAIT_POST, FAST_AWAIT_FENCE_ENTRY } fast_epoch_t;
+
+static inline __attribute__((always_inline)) fast_epoch_t
+fast_epoch(const os_win_t *w, int target, bool request)
+{
+    uint8_t s;
+    switch (w->access) {
+    case OS_ACCESS_LOCK_ALL:
+        return FAST_NOW;
+    case OS_ACCESS_LOCK:
+        return w->tstate[target] != OS_T_NONE ? FAST_NOW : FAST_NO;
+    case OS_ACCESS_FENCE:
+        if (request)
+            return FAST_NO;
+        if (w->fence_immediate)
+            return FAST_NOW;
+        return w->fence_lazy ? FAST_AWAIT_FENCE_ENTRY : FAST_NO;
+    case OS_ACCESS_PSCW:
+        s = w->tstate[target];
+        if (request)
+            return FAST_NO;
+        if (s == OS_T_PSCW_READY)
+            return FAST_NOW;
+        return s == OS_T_PSCW_AWAIT_POST ? FAST_AWAIT_POST : FAST_NO;
+    default:
+        return FAST_NO;
+    }
+}
+
+/* Past every check of a fast-path operation, as the general path waits
+ * (an erroneous call reports without waiting): the wait fast_epoch asked
+ * for, whose acquire orders the accesses after, and the count of the
+ * operation. */
+static inline __attribute__((always_inline)) void
+fast_begin(os_win_t *w, fast_epoch_t how, int target, os_rma_kind_t kind, size_t bytes,
+           bool request)
+{
+    if (how == FAST_AWAIT_POST)
+        os_pscw_await_post(w, target);
+    else if (how == FAST_AWAIT_FENCE_ENTRY)
+        os_fence_await_entry(w, target);
+    count_kind(w, kind, bytes, request);
+    OS_STAT(w, FAST_PATH_OPS, 1);
+    if (w->access == OS_ACCESS_FENCE)
+        w->fence_epoch_ops++;
+}
+
+/* Where this process reaches target's memory at tdisp through UCX's mapping
+ * of it, for the mapped path in an epoch that grants access to it (how):
+ * NULL when the fast path does not take the operation. R* requests are
+ * left to the general path. */
+static inline __attribute__((always_inline)) char *
+mapped_target(const os_win_t *w, os_rma_kind_t kind, int target, MPI_Aint tdisp, size_t bytes,
+              bool request, fast_epoch_t *how)
+{
+    const os_peer_t *p = &w->peers[target];
+    long long off;
+    if (request || w->lock_how[target] == OS_HOLD_DEFERRED)
+        return NULL;
+    *how = fast_epoch(w, target, false);
+    if (*how == FAST_NO || !fast_target_offset(w, p, kind, target, tdisp, bytes, &off))
+        return NULL;
+    return p->ucx_map + off;
+}
+
+/* Accumulates of the mapped path (puts and gets: mapped_fast): on a
+ * window with direct accumulates, into memory without the accumulate
+ * mutex, and none of this origin's accumulates still on their way as
+ * requests, which must apply first (same-origin ordering). They are this
+ * CPU's atomics, as the network path's would be (direct_acc,
+ * acc_in_place), in bulk or inside the handshake where every process
+ * joined it (acc_host: net/window.c). Same arguments and contract as
+ * mapped_fast. */
+static __attribute__((noinline)) bool
+mapped_acc(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t, size_t count,
+           int target, MPI_Aint tdisp, const void *origin, const void *compare, void *result,
+           bool request)
+{
+    const os_peer_t *p = &w->peers[target];
+    const bool fetch = kind >= OS_RMA_GET_ACC;
+    const size_t e = t->basic_size, bytes = count * e; /* os_rma_fast checked it */
+    fast_epoch_t how;
+    char *local = mapped_target(w, kind, target, tdisp, bytes, request, &how);
+    if (!local || !w->cfg.acc_direct || p->acc_mutex_always ||
+        atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0 ||
+        t->basic == OS_B_NONE || !os_op_valid(rop, (os_class_t)t->cls) ||
+        !os_reduce_atomic_ok(e, local))
+        return false;
+
+    fast_begin(w, how, target, kind, bytes, false);
+    if (rop == OS_OP_NO_OP)
+        origin = NULL;
+    OS_STAT(w, ACC_MAPPED, 1);
+    if (kind != OS_RMA_CAS && os_acc_bulk(w, target, bytes)) {
+        /* Every process joined the handshake (acc_host): in bulk, as the
+         * target's node does. */
+        acc_bulk_contig(w, target, rop, t, count, local, origin, fetch ? result : NULL);
+        return true;
+    }
+    /* Under acc_host inside the handshake, which bulk accumulates of any
+     * node may hold; otherwise none runs on the window. */
+    if (w->acc_host)
+        os_acc_atomic_enter(w, target);
+    if (kind == OS_RMA_CAS)
+        os_cas_atomic(e, local, compare, origin, result);
+    else if (count > 1 ||
+             !atomic_word(rop, (os_basic_t)t->basic, local, origin, fetch ? result : NULL))
+        os_reduce_atomic(rop, (os_basic_t)t->basic, e, local, origin, fetch ? result : NULL,
+                         count);
+    if (w->acc_host)
+        os_acc_atomic_exit(w);
+    /* Every update of the target was a locked instruction after every
+     * earlier store (os_flush_barrier), as on the node path. */
+    w->stores_unordered = false;
+    if (count == 1)
+        OS_STAT(w, ACC_DIRECT, 1);
+    return true;
+}
+
+/* os_rma_fast's puts and gets for another node's memory that UCX maps here
+ * (another virtual node of this host, ucp_rkey_ptr), kept out of the node
+ * path so that path stays as short as it was; mapped_acc takes the
+ * accumulates. They take os_rma_fast's arguments, so that each call is a
+ * jump (count in basic elements for an accumulate of a derived type).
+ * Puts and gets copy the memory as the network path would (rdma() in
+ * net/origin.c), in every epoch that grants access to the target now:
+ * lock and lock_all epochs whose lock is held (not one the manager design
+ * defers to the unlock), fence epochs begun by a synchronizing fence
  * (between nodes the others queue their operations to the next fence:
  * sync.c), and PSCW epochs, after the target's post. What ends the epoch
  * needs nothing more of them than of rdma()'s copies: they are complete at
  * return, the release below orders them before the unlock, complete or
  * fence. The general path cost 45 ns per 8-byte put in a burst between
  * virtual nodes inside a fence or PSCW epoch, 11 in a lock_all epoch, where
- * Open MPI 5.0.11's osc/sm takes 17 (rma_sweep). Accumulates there are this CPU's
- * atomics, as the network path's would be (direct_acc, acc_in_place): on a
- * window with direct accumulates, into memory without the accumulate
- * mutex (in bulk or inside the handshake where every process joined it,
- * acc_host: net/window.c), and none of this origin's
- * accumulates still on their way as requests, which must apply first
- * (same-origin ordering). Same contract as os_rma_fast: false, having done
- * nothing, for anything it does not take. */
+ * Open MPI 5.0.11's osc/sm takes 17 (rma_sweep). Same contract as
+ * os_rma_fast: false, having done nothing, for anything it does not take.
+ * mapped_move takes what mapped_fast, the one-element lane, leaves. */
 static __attribute__((noinline)) bool
-mapped_fast(os_win_t *w, const os_peer_t *p, os_rma_kind_t kind, os_op_t rop,
-            const os_dtype_t *t, size_t e, size_t count, size_t bytes, int target,
-            MPI_Aint tdisp, const void *origin, const void *compare, void *result,
+mapped_move(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t, size_t count,
+            int target, MPI_Aint tdisp, const void *origin, const void *compare, void *result,
             bool request)
 {
-    const bool fetch = kind >= OS_RMA_GET_ACC, acc = kind >= OS_RMA_ACC;
-    long long off;
-
-    if (request || w->lock_how[target] == OS_HOLD_DEFERRED)
-        return false;
-    bool await_post = false; /* the epoch's first operation to target (PSCW) */
-    switch (w->access) {
-    case OS_ACCESS_LOCK_ALL:
-        break;
-    case OS_ACCESS_LOCK:
-        if (w->tstate[target] == OS_T_NONE)
-            return false;
-        break;
-    case OS_ACCESS_FENCE:
-        if (!w->fence_immediate)
-            return false;
-        break;
-    case OS_ACCESS_PSCW:
-        await_post = w->tstate[target] == OS_T_PSCW_AWAIT_POST;
-        if (w->tstate[target] != OS_T_PSCW_READY && !await_post)
-            return false;
-        break;
-    default:
-        return false;
-    }
-    if (acc && (!w->cfg.acc_direct || p->acc_mutex_always ||
-                atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0))
-        return false;
-    if (!fast_target_offset(w, p, kind, target, tdisp, bytes, &off))
-        return false;
-    /* Where this process reaches the target's memory: UCX's mapping of it. */
-    char *local = p->ucx_map + off;
-    if (acc && (t->basic == OS_B_NONE || !os_op_valid(rop, (os_class_t)t->cls) ||
-                !os_reduce_atomic_ok(e, local)))
+    (void)rop, (void)compare, (void)result;
+    const size_t bytes = count * t->size; /* os_rma_fast checked it */
+    fast_epoch_t how;
+    char *local = mapped_target(w, kind, target, tdisp, bytes, request, &how);
+    if (!local)
         return false;
 
-    /* Past every check, as the general path waits (an erroneous call
-     * reports without waiting); its acquire orders the accesses after. */
-    if (await_post)
-        os_pscw_await_post(w, target);
-    count_kind(w, kind, bytes, request);
-    OS_STAT(w, FAST_PATH_OPS, 1);
-    if (w->access == OS_ACCESS_FENCE)
-        w->fence_epoch_ops++;
-    if (acc) {
-        if (rop == OS_OP_NO_OP)
-            origin = NULL;
-        OS_STAT(w, ACC_MAPPED, 1);
-        if (kind != OS_RMA_CAS && os_acc_bulk(w, target, bytes)) {
-            /* Every process joined the handshake (acc_host): in bulk, as
-             * the target's node does. */
-            acc_bulk_contig(w, target, rop, t, count, local, origin, fetch ? result : NULL);
-            return true;
-        }
-        /* Under acc_host inside the handshake, which bulk accumulates of
-         * any node may hold; otherwise none runs on the window. */
-        if (w->acc_host)
-            os_acc_atomic_enter(w, target);
-        if (kind == OS_RMA_CAS)
-            os_cas_atomic(e, local, compare, origin, result);
-        else if (count > 1 ||
-                 !atomic_word(rop, (os_basic_t)t->basic, local, origin, fetch ? result : NULL))
-            os_reduce_atomic(rop, (os_basic_t)t->basic, e, local, origin, fetch ? result : NULL,
-                             count);
-        if (w->acc_host)
-            os_acc_atomic_exit(w);
-        if (count == 1)
-            OS_STAT(w, ACC_DIRECT, 1);
-        return true;
-    }
+    fast_begin(w, how, target, kind, bytes, false);
     /* Ordered as rdma() orders them: the epoch's lock came before the get's
      * loads, the put's stores come before what ends the epoch. */
-    w->stores_unordered = true;
-    if (kind == OS_RMA_GET)
-        atomic_thread_fence(memory_order_acquire);
-    if (count == 1 && t->predefined)
-        copy_element(kind == OS_RMA_PUT ? local : (void *)origin,
-                     kind == OS_RMA_PUT ? origin : local, e);
-    else if (kind == OS_RMA_PUT)
+    w->stores_unordered = true; /* os_copy may take string or streaming stores */
+    if (kind == OS_RMA_PUT) {
         os_copy(local, origin, bytes);
-    else
-        os_copy((void *)origin, local, bytes);
-    if (kind == OS_RMA_PUT)
         atomic_thread_fence(memory_order_release);
+    } else {
+        atomic_thread_fence(memory_order_acquire);
+        os_copy((void *)origin, local, bytes);
+    }
+    OS_STAT(w, REMOTE_MAPPED, 1);
+    OS_STAT(w, REMOTE_RDMA, 1);
+    return true;
+}
+
+/* One element of a predefined type of at most 8 bytes in a lock or
+ * lock_all epoch: mapped_move's commonest case, as a leaf that saves two
+ * registers where mapped_move saves six (about 1 ns of an 8-byte put +
+ * flush between virtual nodes, Open MPI 5.0.11, os_microbench). Plain
+ * stores the next flush must order (os_flush_barrier), as on the node
+ * path: a put's, not a get's. */
+static __attribute__((noinline)) bool
+mapped_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t, size_t count,
+            int target, MPI_Aint tdisp, const void *origin, const void *compare, void *result,
+            bool request)
+{
+    const size_t e = t->size;
+    fast_epoch_t how;
+    char *local;
+    if (count != 1 || !t->predefined || e > 8 || (e & (e - 1)) ||
+        (w->access != OS_ACCESS_LOCK_ALL && w->access != OS_ACCESS_LOCK) ||
+        !(local = mapped_target(w, kind, target, tdisp, e, request, &how)))
+        return mapped_move(w, kind, rop, t, count, target, tdisp, origin, compare, result,
+                           request);
+    count_kind(w, kind, e, false);
+    OS_STAT(w, FAST_PATH_OPS, 1);
+    if (kind == OS_RMA_PUT) {
+        w->stores_unordered = true;
+        copy_element(local, origin, e);
+        atomic_thread_fence(memory_order_release);
+    } else {
+        atomic_thread_fence(memory_order_acquire);
+        copy_element((void *)origin, local, e);
+    }
     OS_STAT(w, REMOTE_MAPPED, 1);
     OS_STAT(w, REMOTE_RDMA, 1);
     return true;
@@ -510,33 +602,17 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
         return false;
     const os_peer_t *p = &w->peers[target];
     if (p->access != OS_PEER_DIRECT || w->flavor == OS_FLAVOR_DYNAMIC) {
-        if (p->access == OS_PEER_REMOTE && p->ucx_map && w->flavor != OS_FLAVOR_DYNAMIC)
-            return mapped_fast(w, p, kind, rop, t, e, count, bytes, target, tdisp, origin,
-                               compare, result, request);
-        return false;
+        if (p->access != OS_PEER_REMOTE || !p->ucx_map || w->flavor == OS_FLAVOR_DYNAMIC)
+            return false;
+        if (acc)
+            return mapped_acc(w, kind, rop, t, count, target, tdisp, origin, compare, result,
+                              request);
+        return mapped_fast(w, kind, rop, t, count, target, tdisp, origin, compare, result,
+                           request);
     }
-    bool await_post = false; /* the epoch's first operation to target (PSCW) */
-    switch (w->access) {
-    case OS_ACCESS_LOCK_ALL:
-        break;
-    case OS_ACCESS_LOCK:
-        if (w->tstate[target] == OS_T_NONE)
-            return false;
-        break;
-    case OS_ACCESS_FENCE:
-        if (request || (!w->fence_immediate && !w->fence_lazy))
-            return false;
-        if (!w->fence_immediate)
-            os_fence_await_entry(w, target);
-        break;
-    case OS_ACCESS_PSCW:
-        await_post = w->tstate[target] == OS_T_PSCW_AWAIT_POST;
-        if (request || (w->tstate[target] != OS_T_PSCW_READY && !await_post))
-            return false;
-        break;
-    default:
+    fast_epoch_t how = fast_epoch(w, target, request);
+    if (how == FAST_NO)
         return false;
-    }
     if (!fast_target_offset(w, p, kind, target, tdisp, bytes, &off))
         return false;
     char *taddr = p->base + off;
@@ -549,15 +625,7 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
             return false;
     }
 
-    /* The epoch's first operation to this target waits for its post here,
-     * past every check, as the general path would (an erroneous call
-     * reports without waiting). */
-    if (await_post)
-        os_pscw_await_post(w, target);
-    count_kind(w, kind, bytes, request);
-    OS_STAT(w, FAST_PATH_OPS, 1);
-    if (w->access == OS_ACCESS_FENCE)
-        w->fence_epoch_ops++;
+    fast_begin(w, how, target, kind, bytes, request);
     /* Plain stores the next flush must order (os_flush_barrier): all but
      * a one-element get's move and the element atomics below. */
     switch (kind) {

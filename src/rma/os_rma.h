@@ -670,14 +670,14 @@ static inline void os_acc_mutex_release(os_win_t *w, int target)
 /* The word a bulk accumulate on target holds, which CPU-atomic accumulates
  * there read as their flag: the target's accumulate mutex, or under
  * acc_host the flag in its network words, which other virtual nodes map. */
-static inline _Atomic uint64_t *os_acc_flag(const os_win_t *w, int target)
+OS_HOT _Atomic uint64_t *os_acc_flag(const os_win_t *w, int target)
 {
     return w->acc_host ? w->acc_host_units[target] + OS_NL_ACC_FLAG_WORD
                        : &w->ctl[target].acc_mutex;
 }
 
 /* Whether a bulk accumulate runs on target (the CPU-atomic side's flag). */
-static inline bool os_acc_bulk_running(const os_win_t *w, int target)
+OS_HOT bool os_acc_bulk_running(const os_win_t *w, int target)
 {
     return atomic_load_explicit(os_acc_flag(w, target), memory_order_seq_cst) ==
            OS_ACC_HELD_BULK;
@@ -711,12 +711,12 @@ static inline bool os_acc_bulk_running(const os_win_t *w, int target)
  * thread that progresses onesided's worker, every thread under
  * MPI_THREAD_MULTIPLE) shares acc_mine. Both nest (a wait inside a
  * section may serve a request that enters again), hence counts. */
-static inline bool os_acc_own_count(void)
+OS_HOT bool os_acc_own_count(void)
 {
     return os_main_thread && !os_threaded;
 }
 
-static inline bool os_acc_atomic_try_enter(os_win_t *w, int target)
+OS_HOT bool os_acc_atomic_try_enter(os_win_t *w, int target)
 {
     if (os_acc_own_count()) {
         _Atomic uint64_t *c = w->acc_mine_main;
@@ -792,7 +792,7 @@ static inline void os_acc_bulk_exit(os_win_t *w, int target)
  * once every process of the window joined the handshake for the target:
  * one that did not may change the memory with atomics the handshake cannot
  * hold off (net/window.c). */
-static inline bool os_acc_bulk(const os_win_t *w, int target, size_t bytes)
+OS_HOT bool os_acc_bulk(const os_win_t *w, int target, size_t bytes)
 {
     return w->acc_bulk_bytes && bytes >= w->acc_bulk_bytes &&
            (!w->acc_host ||
@@ -804,13 +804,13 @@ static inline bool os_acc_bulk(const os_win_t *w, int target, size_t bytes)
 /* Until no bulk accumulate runs on target, then entered (apply.c). */
 void os_acc_atomic_wait(os_win_t *w, int target);
 
-static inline void os_acc_atomic_enter(os_win_t *w, int target)
+OS_HOT void os_acc_atomic_enter(os_win_t *w, int target)
 {
     if (!os_acc_atomic_try_enter(w, target))
         os_acc_atomic_wait(w, target);
 }
 
-static inline void os_acc_atomic_exit(os_win_t *w)
+OS_HOT void os_acc_atomic_exit(os_win_t *w)
 {
     if (os_acc_own_count()) {
         _Atomic uint64_t *c = w->acc_mine_main;
@@ -979,7 +979,7 @@ static inline void os_flush_barrier(os_win_t *w)
         return;
     }
 #endif
-    atomic_thread_fence(memory_order_seq_cst);
+    os_fence_seq_cst();
     w->stores_unordered = false;
 }
 
@@ -988,13 +988,11 @@ static inline void os_flush_barrier(os_win_t *w)
  * epoch: the barrier alone, inline in the front end. False, having done
  * nothing, for anything else, which os_win_flush decides. Windows that
  * coalesce accumulates or span nodes take os_win_flush_done_spanning, out
- * of line: its extra loads and branches made the node's 8-byte put+flush
- * 2 ns (10%) slower on MPICH 5.0.2. */
+ * of line (the front end chooses): its extra loads and branches made the
+ * node's 8-byte put+flush 2 ns (10%) slower on MPICH 5.0.2. */
 bool os_win_flush_done_spanning(os_win_t *w, int target);
 static inline bool os_win_flush_done(os_win_t *w, int target)
 {
-    if (w->acc_batch || w->multinode)
-        return os_win_flush_done_spanning(w, target);
     if (target < 0 || target >= w->nranks ||
         !(w->access == OS_ACCESS_LOCK_ALL ||
           (w->access == OS_ACCESS_LOCK && w->tstate[target] != OS_T_NONE)))

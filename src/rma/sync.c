@@ -205,7 +205,7 @@ os_status_t os_win_fence(os_win_t *w, int assert)
          * (every target has entered this fence, so its epoch's own stores are
          * done), and a barrier after them tells everybody they completed. */
         st = os_remote_flush(w, -1);
-        atomic_thread_fence(memory_order_seq_cst);
+        os_fence_seq_cst();
         int queued = w->nqueue > 0;
         os_status_t bar = os_remote_barrier(w, &queued);
         if (!st)
@@ -216,7 +216,7 @@ os_status_t os_win_fence(os_win_t *w, int assert)
             os_status_t fl = os_remote_flush(w, -1);
             if (!st)
                 st = fl;
-            atomic_thread_fence(memory_order_seq_cst);
+            os_fence_seq_cst();
             int none = 0;
             bar = os_remote_barrier(w, &none);
             if (!st)
@@ -260,7 +260,7 @@ os_status_t os_win_fence(os_win_t *w, int assert)
         w->fence_syncs++;
         OS_STAT(w, FENCE_SYNCS, 1);
     } else {
-        atomic_thread_fence(memory_order_seq_cst);
+        os_fence_seq_cst();
     }
     for (size_t i = 0; i < w->nqueue; i++) {
         os_dtype_release(w->queue[i].otype);
@@ -666,7 +666,7 @@ os_status_t os_win_flush(os_win_t *w, int target, bool all)
     os_wait_pop(&site);
     if (!st)
         st = st2;
-    atomic_thread_fence(memory_order_seq_cst);
+    os_fence_seq_cst();
     OS_STAT(w, FLUSHES, 1);
     return st;
 }
@@ -678,6 +678,6 @@ os_status_t os_win_sync(os_win_t *w)
      * one that polls for an answer to what it issued under a deferred lock
      * gets it (os_remote_send_kept). */
     os_status_t st = os_acc_drain(w, -1), st2 = os_remote_send_kept(w);
-    atomic_thread_fence(memory_order_seq_cst);
+    os_fence_seq_cst();
     return st ? st : st2;
 }

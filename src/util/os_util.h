@@ -15,6 +15,28 @@
 #include <stdio.h>
 #include <string.h>
 
+/* For the few helpers of the 8-byte fast paths that must be inline
+ * whatever the compiler's budget: with link-time optimization GCC 12 made
+ * calls of them once ops.c grew (an 8-byte fetch_and_op between virtual
+ * nodes went from 0.022 to 0.024 us). */
+#define OS_HOT static inline __attribute__((always_inline))
+
+/* A sequentially consistent fence. On x86-64 it is the locked instruction
+ * GCC makes of atomic_thread_fence(memory_order_seq_cst), but below the
+ * stack pointer, as Linux's smp_mb() does: GCC's `lock orq $0,(%rsp)` is
+ * on the return address when the function saved no register, and the
+ * `ret` that loads it next waited for it. An 8-byte put + flush took 16 ns
+ * instead of 12.5 then (Open MPI 5.0.11, os_microbench), and 19 instead of
+ * 14 between virtual nodes. Or-ing 0 changes nothing in the red zone. */
+OS_HOT void os_fence_seq_cst(void)
+{
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) /* TSan knows the fence, not the asm */
+    __asm__ __volatile__("lock orl $0,-4(%%rsp)" ::: "memory", "cc");
+#else
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
 /* ---------------------------------------------------------------- status */
 
 /* The one status type used inside onesided. The MPI front end maps each value
@@ -426,7 +448,7 @@ void os_hmap_destroy(os_hmap_t *m);
  * Such copies go in pieces glibc copies with vector loads and stores, on
  * CPUs other than Intel's (copy.c: there glibc avoids it itself). */
 void os_copy_short_distance(void *dst, const void *src, size_t n);
-static inline void os_copy(void *dst, const void *src, size_t n)
+OS_HOT void os_copy(void *dst, const void *src, size_t n)
 {
 #if defined(__x86_64__)
     if (n > 2048 && ((((uintptr_t)dst - (uintptr_t)src) & 4095) - 1) < 63) {
