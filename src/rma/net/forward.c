@@ -21,9 +21,9 @@
  * server travel as one message; an entry that may not wait leaves with the
  * next flush. A forwarding server blocks on its UCX worker's event
  * descriptor (the progress thread, ucx.c): the idle hook tells it when the
- * earliest held batch is due, and its periodic wake-up (OS_UCX_IDLE_US)
- * sends whatever is overdue even without that timer (the stalemate the
- * paper breaks with an empty message between servers).
+ * earliest held batch is due, or without that timer asks for the periodic
+ * wake-up (OS_UCX_IDLE_US), which sends whatever is overdue (the stalemate
+ * the paper breaks with an empty message between servers).
  *
  * Ordering: an origin's requests to one target all take one path; each
  * hop's queue is FIFO and UCX delivers one endpoint's eager messages in
@@ -464,7 +464,9 @@ static int route_idle(unsigned events)
      * nothing new, what it holds leaves. A lone request is never held. */
     const int wait_us = flush(events == 0 && os_config.agg_idle_close);
     /* Without the timer, a held batch waits for the periodic wake-up. */
-    return os_config.agg_timer ? wait_us : -1;
+    if (os_config.agg_timer)
+        return wait_us;
+    return wait_us >= 0 ? OS_UCX_IDLE_US : -1;
 }
 
 /* The transport's idle hook: the retries of the layers above (a lock
@@ -472,7 +474,7 @@ static int route_idle(unsigned events)
  * OS_UCX_RETRY_US) and the forwarding queues' held batches. */
 static int idle(unsigned events)
 {
-    const int retry = R.up.retry && R.up.retry() ? OS_UCX_RETRY_US : -1;
+    const int retry = R.up.retry ? R.up.retry() : -1;
     const int route = route_idle(events);
     return retry < 0 ? route : route < 0 || retry < route ? retry : route;
 }

@@ -118,9 +118,10 @@ typedef struct {
      * server may apply itself, in memory it maps: true when taken. */
     bool (*serve_for)(int world, void *reply, const void *hdr, size_t hlen, const void *data,
                       size_t dlen);
-    /* The idle hook's part above: true while requests wait for a retry
-     * (every OS_UCX_RETRY_US). */
-    bool (*retry)(void);
+    /* The idle hook's part above: microseconds until it wants to run
+     * again (OS_UCX_RETRY_US while requests wait for a retry), -1 for
+     * never. */
+    int (*retry)(void);
 } os_fwd_handlers_t;
 /* At network start, once UCX knows every process: server_of[p] is the
  * MPI_COMM_WORLD rank of p's (real or virtual) node's first process, its
@@ -197,8 +198,9 @@ void os_serve_request(void *arg, void *reply, const void *hdr, size_t hlen, cons
  * to): served or kept, true; false when the target must serve it. */
 bool os_serve_for(int world, void *reply, const void *hdr, size_t hlen, const void *data,
                   size_t dlen);
-/* The transport's idle hook: retry kept requests; true while some wait. */
-bool os_serve_retry(void);
+/* The transport's idle hook: retry kept requests; microseconds until the
+ * next retry is due (os_fwd_handlers_t.retry), -1 for none. */
+int os_serve_retry(void);
 /* Make w known to the request server (before any process can learn its
  * keys), and forget it (its hybrid lock no longer needs polling). */
 os_status_t os_serve_register(os_win_t *w);

@@ -41,8 +41,11 @@ static _Atomic int npending;
 /* Hybrid managers away from CPU mode: they must be polled even with no
  * request kept (a migration back starts when a local locker waits), soon
  * (busy) or at the progress thread's periodic wake-up (resting: hyb_class).
- * Each window counts in one of them, or none in CPU mode (w->hyb_class). */
-static _Atomic int hyb_busy, hyb_resting;
+ * Each window counts in one of them, or none in CPU mode (w->hyb_class).
+ * hyb_resting_mates counts the resting ones whose node has other
+ * processes: only a node-mate can draw a CPU ticket that a resting manager
+ * must notice, so only those ask for the wake-up (os_serve_retry). */
+static _Atomic int hyb_busy, hyb_resting, hyb_resting_mates;
 /* When the resting managers were last polled (os_ticks). */
 static _Atomic uint64_t hyb_rest_polled;
 
@@ -317,7 +320,9 @@ enum { OS_HYB_SHARED_POLL_US = 10 };
  * mode on every window of virtual nodes of one host (net/window.c,
  * starts_on_word), and a wake-up every 50 us took the computing
  * application's core. A node-mate whose own policy differs and draws a
- * ticket waits up to that period for the lock to come back. */
+ * ticket waits up to that period for the lock to come back. A process alone
+ * on its node has no such mate: its resting managers ask for no wake-up
+ * (hyb_resting_mates), and are polled whenever the thread wakes. */
 static bool hyb_resting_now(const os_win_t *w)
 {
     return w->hyb.state == OS_HYB_NET && os_hyb_stays_on_word(w);
@@ -333,12 +338,17 @@ static void hyb_account(os_win_t *w, bool registered)
                                                     : OS_HYB_CLASS_BUSY;
     if (now == w->hyb_class)
         return;
+    const bool mates = w->nnode_ranks > 1;
     if (w->hyb_class != OS_HYB_CLASS_NONE)
         atomic_fetch_sub_explicit(w->hyb_class == OS_HYB_CLASS_BUSY ? &hyb_busy : &hyb_resting, 1,
                                   memory_order_relaxed);
+    if (w->hyb_class == OS_HYB_CLASS_RESTING && mates)
+        atomic_fetch_sub_explicit(&hyb_resting_mates, 1, memory_order_relaxed);
     if (now != OS_HYB_CLASS_NONE)
         atomic_fetch_add_explicit(now == OS_HYB_CLASS_BUSY ? &hyb_busy : &hyb_resting, 1,
                                   memory_order_relaxed);
+    if (now == OS_HYB_CLASS_RESTING && mates)
+        atomic_fetch_add_explicit(&hyb_resting_mates, 1, memory_order_relaxed);
     w->hyb_class = now;
 }
 
@@ -577,18 +587,23 @@ void os_serve_request(void *arg, void *reply, const void *hdr, size_t hlen, cons
 
 /* Retry what was kept: lock requests whose turn may have come (a process of
  * the target's node may have unlocked), requests that waited for a mutex.
- * True while something wants the next retry soon (OS_UCX_RETRY_US). */
-bool os_serve_retry(void)
+ * Returns OS_UCX_RETRY_US while something wants the next retry soon,
+ * OS_UCX_IDLE_US while resting managers with node-mates want the periodic
+ * poll, -1 otherwise. */
+int os_serve_retry(void)
 {
     const uint64_t now = os_ticks();
+    const int rest_us = atomic_load_explicit(&hyb_resting_mates, memory_order_relaxed)
+                            ? OS_UCX_IDLE_US
+                            : -1;
     const bool rest_due = atomic_load_explicit(&hyb_resting, memory_order_relaxed) &&
                           now - atomic_load_explicit(&hyb_rest_polled, memory_order_relaxed) >=
                               os_us_to_ticks(OS_UCX_IDLE_US);
     if (!atomic_load_explicit(&npending, memory_order_relaxed) &&
         !atomic_load_explicit(&hyb_busy, memory_order_relaxed) && !rest_due)
-        return false;
+        return rest_us;
     if (pthread_mutex_trylock(&reg_lock))
-        return true; /* another thread is at it */
+        return OS_UCX_RETRY_US; /* another thread is at it */
     hold_replies = true;
     /* Resting managers only when due: a thousand windows of virtual nodes
      * rest, and a sweep over them all at each call held reg_lock against
@@ -631,8 +646,10 @@ bool os_serve_retry(void)
     pthread_mutex_unlock(&reg_lock);
     hold_replies = false;
     flush_outbox();
-    return atomic_load_explicit(&npending, memory_order_relaxed) ||
-           atomic_load_explicit(&hyb_busy, memory_order_relaxed);
+    if (atomic_load_explicit(&npending, memory_order_relaxed) ||
+        atomic_load_explicit(&hyb_busy, memory_order_relaxed))
+        return OS_UCX_RETRY_US;
+    return atomic_load_explicit(&hyb_resting_mates, memory_order_relaxed) ? OS_UCX_IDLE_US : -1;
 }
 
 os_status_t os_serve_register(os_win_t *w)

@@ -42,6 +42,9 @@ static struct {
      * thread polls the worker. */
     _Atomic uint64_t app_waited, host_polled, host_loop_until;
     bool tcp_puts_stream; /* os_ucx_tcp_puts_stream, from the version at init */
+    int idle_us;          /* the progress thread's longest sleep: OS_UCX_IDLE_US, or
+                           * OS_UCX_QUIET_US on UCX 1.20 and later when it sleeps on
+                           * the worker's descriptor (os_ucx.h) */
 } U = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .efd = -1 };
 
 /* Why our own lock and a worker in UCS_THREAD_MODE_SERIALIZED, not UCX's
@@ -126,6 +129,7 @@ os_status_t os_ucx_init(bool one_host, void **addr, size_t *len)
     /* The progress thread sleeps on it; without one it naps instead. */
     if (ucp_worker_get_efd(U.worker, &U.efd) != UCS_OK)
         U.efd = -1;
+    U.idle_us = U.tcp_puts_stream && U.efd >= 0 ? OS_UCX_QUIET_US : OS_UCX_IDLE_US;
     ucp_address_t *a;
     s = ucp_worker_get_address(U.worker, &a, len);
     if (s != UCS_OK)
@@ -986,7 +990,8 @@ static void sleep_on_worker(int timeout_us)
  * sleeper). That tick was the 4 ms per operation of the first inter-node
  * measurements. The timeout bounds two things: the idle hook's retries
  * (lock requests wait for a CPU unlock, which sends no message), and a
- * lost wake-up, which UCX 1.13's TCP transport has shown under load. */
+ * lost wake-up, which UCX 1.13's TCP transport has shown under load
+ * (U.idle_us). */
 /* Ask the scheduler for a short slice (Linux 6.12+ EEVDF: sched_runtime of
  * a SCHED_OTHER thread). A thread with a short slice gets an early deadline
  * and preempts the running one when it wakes, instead of waiting for that
@@ -1090,7 +1095,7 @@ static void *progress_main(void *arg)
             os_cpu_relax();
             continue;
         }
-        sleep_on_worker(wait_us < 0 || wait_us > OS_UCX_IDLE_US ? OS_UCX_IDLE_US : wait_us);
+        sleep_on_worker(wait_us < 0 || wait_us > U.idle_us ? U.idle_us : wait_us);
     }
     return NULL;
 }
