@@ -113,12 +113,16 @@ int MPI_Win_unlock_all(MPI_Win win)
 }
 
 /* MPI_Win_flush and MPI_Win_flush_local of one rank past the quick case
- * (flush_quick), out of line. */
+ * (flush_quick), out of line: a window not the last one looked up (a
+ * program flushing two windows in turn) still takes the quick check. */
 static __attribute__((noinline)) int flush_rank(int rank, MPI_Win win, bool local)
 {
     const char *call = local ? "MPI_Win_flush_local" : "MPI_Win_flush";
     WIN_OR_RAISE(call);
     if (rank == MPI_PROC_NULL)
+        return MPI_SUCCESS;
+    if (!os_threaded && (w->acc_batch || w->multinode ? os_win_flush_done_spanning(w, rank)
+                                                      : os_win_flush_done(w, rank)))
         return MPI_SUCCESS;
     return done(win, call, os_win_flush(w, rank, false));
 }
@@ -128,7 +132,7 @@ static __attribute__((noinline)) int flush_spanning(int rank, MPI_Win win, os_wi
 {
     if (os_win_flush_done_spanning(w, rank))
         return MPI_SUCCESS;
-    return flush_rank(rank, win, local);
+    return flush_rank(rank, win, local); /* which checks again, before it waits */
 }
 
 /* The flush of one rank whose operations all completed when they were
