@@ -11,7 +11,8 @@
  *    nodes (ONESIDED_NODE_SIZE=1), where the target's memory is UCX's
  *    mapping of it. There a bulk accumulate is bulk only once every
  *    process joined the handshake, and MPI_Win_flush_all takes the general
- *    path, which always fences: those two are not checked;
+ *    path, which always fences: those two are not checked. Two windows
+ *    flushed in turn decide as one does;
  *  - store buffering, the one reordering x86 allows (a store, then a load
  *    of another location, the load served first): each process writes its
  *    own word with the operation under test, flushes, then reads the
@@ -62,9 +63,11 @@ static void check_skip(uint64_t skipped, bool barrier, const char *flush, const 
 static void decisions(bool vnode)
 {
     bool vnode_unmapped = false;
-    MPI_Win win;
-    long *base, one = 1, r[4] = { 0 }, big[64];
+    MPI_Win win, win2;
+    long *base, *base2, one = 1, r[4] = { 0 }, big[64];
     MPI_Win_allocate(128 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    MPI_Win_allocate(sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base2, &win2);
+    *base2 = 0;
     memset(base, 0, 128 * sizeof(long));
     for (int i = 0; i < 64; i++)
         big[i] = 1;
@@ -134,12 +137,34 @@ static void decisions(bool vnode)
                 check_skip(skipped, put, all ? "MPI_Win_flush_all" : "MPI_Win_flush_local",
                            put ? "put" : "fetch_and_op");
         }
+        /* Two windows flushed in turn, each flush of a window other than
+         * the last one the program named: the same decision (between
+         * virtual nodes such flushes took the general path, which always
+         * fences). */
+        MPI_Win_lock_all(0, win2);
+        for (int k = 0; k < 2; k++) {
+            const uint64_t before = counter(win, ONESIDED_STAT_FLUSH_NO_BARRIER),
+                           before2 = counter(win2, ONESIDED_STAT_FLUSH_NO_BARRIER);
+            MPI_Fetch_and_op(&one, r, MPI_LONG, 1, 6, MPI_SUM, win);
+            MPI_Fetch_and_op(&one, r + 1, MPI_LONG, 1, 0, MPI_SUM, win2);
+            MPI_Win_flush(1, win);
+            MPI_Win_flush(1, win2);
+            if (!vnode_unmapped) {
+                check_skip(counter(win, ONESIDED_STAT_FLUSH_NO_BARRIER) - before, false,
+                           "MPI_Win_flush of one of two windows", "fetch_and_op");
+                check_skip(counter(win2, ONESIDED_STAT_FLUSH_NO_BARRIER) - before2, false,
+                           "MPI_Win_flush of the other", "fetch_and_op");
+            }
+        }
+        MPI_Win_unlock_all(win2);
         MPI_Win_unlock_all(win);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (t_rank == 1)
-        CHECK(base[0] == 3 && base[4] == 1 && base[64] == 1 && base[127] == 1,
-              "the operations' results: %ld %ld %ld %ld", base[0], base[4], base[64], base[127]);
+        CHECK(base[0] == 3 && base[4] == 1 && base[64] == 1 && base[127] == 1 && *base2 == 2,
+              "the operations' results: %ld %ld %ld %ld %ld", base[0], base[4], base[64],
+              base[127], *base2);
+    MPI_Win_free(&win2);
     MPI_Win_free(&win);
 }
 
