@@ -242,6 +242,9 @@ typedef enum {
     ONESIDED_STAT_POST_MAPPED,      /* MPI_Win_post signals to another node done by this
                                        process's CPU atomic on the origin's post bits UCX maps
                                        here (a virtual node of this host) instead of a message */
+    ONESIDED_STAT_HANDLE_HINTS_SET, /* 1 for a window whose creation gave the host MPI's window
+                                       handle its hints (MPI_Win_set_info on the handle): the
+                                       window has hints, or the handle held others */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

@@ -471,6 +471,7 @@ const char *onesided_stat_name(int stat)
         "lock_release_by_request", "lock_manager_first", "remote_mapped",
         "complete_behind_rdma", "flush_no_barrier", "lock_release_mapped",
         "complete_mapped", "data_keys_reused", "fence_mapped", "acc_host_joined", "post_mapped",
+        "handle_hints_set",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

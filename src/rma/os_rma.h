@@ -311,8 +311,7 @@ typedef struct os_shell {
     os_shm_seg_t data;    /* allocate flavors: the node's data, kept for the next window */
     /* A shell spanning nodes has UCX allocate the data (shell.c), so that
      * other nodes reach it by RDMA without this node's processes. */
-    bool data_ucx;        /* data came from UCX ... */
-    bool data_zero_copy;  /* ... into memory UCX reaches without us (shared memory) */
+    bool data_ucx;        /* data came from UCX: other nodes may map it (net/window.c) */
     os_ucx_reg_t data_reg; /* the node's first process: UCX's allocation */
     void *data_rkey;      /* the others: its key, unpacked; holds their mapping */
     char *data_key;       /* every process: the packed key, for other nodes, ... */
@@ -486,8 +485,9 @@ typedef struct os_win {
 
 /* shell.c */
 /* A shell for a window over comm whose nodes are `nodes`: one left by a
- * freed window over comm, or a new one (collective over comm). */
-os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, os_shell_t **out);
+ * freed window over comm, or a new one (collective over comm). shared: for
+ * an allocating flavor (a handle made for it holds that flavor's hints). */
+os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, bool shared, os_shell_t **out);
 /* Give the host handle the window's hints (collective: called everywhere
  * when any process finds its handle stale); shared: its memory is in
  * shared memory (allocate flavors), which the host would say of its own

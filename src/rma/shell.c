@@ -108,6 +108,10 @@ static int cache_keyval = MPI_KEYVAL_INVALID;
  * which of handle_make's two kinds that handle was. */
 static MPI_Info pristine = MPI_INFO_NULL;
 static bool pristine_fallback_kind;
+/* MPICH: the hint a new handle for MPI_Win_allocate and
+ * MPI_Win_allocate_shared is made with (handle_make), once pristine is
+ * known. */
+static MPI_Info shared_hint = MPI_INFO_NULL;
 
 /* Leaves the shell with no data segment (size 0 included: the next window
  * compares its size with it). */
@@ -125,7 +129,7 @@ static void data_release(os_shell_t *s)
     s->data_key_len = 0;
     s->data_key_addr = 0;
     s->data_serial = 0;
-    s->data_ucx = s->data_zero_copy = false;
+    s->data_ucx = false;
     s->data = (os_shm_seg_t){ 0 };
 }
 
@@ -286,6 +290,8 @@ void os_shell_finalize(void)
         cache_empty(c);
     if (pristine != MPI_INFO_NULL)
         PMPI_Info_free(&pristine);
+    if (shared_hint != MPI_INFO_NULL)
+        PMPI_Info_free(&shared_hint);
 }
 
 static void make_keyval(void)
@@ -340,9 +346,10 @@ static void layout(os_shell_t *s)
     s->ctl_bytes = OS_ALIGN_UP(off, PAGE);
 }
 
-/* The shell's host handle, and the agreement over the communicator on it
- * and on what else every process must share (one reduction). Collective. */
-static os_status_t handle_make(os_shell_t *s)
+/* The shell's host handle, for a window of an allocating flavor if
+ * `shared`, and the agreement over the communicator on it and on what else
+ * every process must share (one reduction). Collective. */
+static os_status_t handle_make(os_shell_t *s, bool shared)
 {
     /* The host MPI's window is only a handle: it serves locally (name,
      * error handler, attributes, info; MPI_Win_get_group and the window's
@@ -363,13 +370,22 @@ static os_status_t handle_make(os_shell_t *s)
     PMPI_Comm_get_errhandler(os_self, &self_inherited);
     PMPI_Comm_set_errhandler(os_self, MPI_ERRORS_RETURN);
     void *none;
+    /* MPICH: a handle for an allocated window is made holding the hints
+     * os_shell_set_hints would give it (the host's defaults and alloc_shm),
+     * so that its first window sets none: an info copy, merge and
+     * MPI_Win_set_info, 2-2.5 us of each MPI_Win_allocate that makes a
+     * handle (past the idle shells). Not before the defaults were read from
+     * a handle made without hints. */
+    pthread_mutex_lock(&caches_lock);
+    const MPI_Info made_with = shared ? shared_hint : MPI_INFO_NULL;
+    pthread_mutex_unlock(&caches_lock);
 #ifdef OMPI_MAJOR_VERSION
     int rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, os_self, &none, &s->handle);
     s->handle_fallback_kind = rc != MPI_SUCCESS;
     if (rc != MPI_SUCCESS)
         rc = PMPI_Win_create_dynamic(MPI_INFO_NULL, os_self, &s->handle);
 #else
-    int rc = PMPI_Win_create_dynamic(MPI_INFO_NULL, os_self, &s->handle);
+    int rc = PMPI_Win_create_dynamic(made_with, os_self, &s->handle);
     s->handle_fallback_kind = rc != MPI_SUCCESS;
     if (rc != MPI_SUCCESS)
         rc = PMPI_Win_allocate(0, 1, MPI_INFO_NULL, os_self, &none, &s->handle);
@@ -399,14 +415,16 @@ static os_status_t handle_make(os_shell_t *s)
      * us of each MPI_Win_create past the idle shells). Another kind's own
      * hints may differ: its first window sets them. */
     pthread_mutex_lock(&caches_lock);
-    s->hints_held = pristine != MPI_INFO_NULL && s->handle_fallback_kind == pristine_fallback_kind
-                        ? OS_HINTS_NONE
-                        : OS_HINTS_OTHER;
+    /* (The second kind is made without the hint.) */
+    s->hints_held = pristine == MPI_INFO_NULL || s->handle_fallback_kind != pristine_fallback_kind
+                        ? OS_HINTS_OTHER
+                    : made_with != MPI_INFO_NULL && !s->handle_fallback_kind ? OS_HINTS_SHARED
+                                                                             : OS_HINTS_NONE;
     pthread_mutex_unlock(&caches_lock);
     return OS_OK;
 }
 
-static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nodes,
+static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nodes, bool shared,
                                os_shell_t **out)
 {
     os_status_t st = OS_OK;
@@ -444,7 +462,7 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nod
     s->node = c->node[nodes];
     PMPI_Comm_rank(s->node, &s->node_rank);
     PMPI_Comm_size(s->node, &s->node_size);
-    if ((st = handle_make(s)))
+    if ((st = handle_make(s, shared)))
         goto fail;
     int world;
     PMPI_Comm_rank(os_world, &world);
@@ -457,6 +475,10 @@ static os_status_t shell_build(MPI_Comm comm, os_comm_cache_t *c, os_nodes_t nod
     if (pristine == MPI_INFO_NULL) {
         PMPI_Win_get_info(s->handle, &pristine);
         pristine_fallback_kind = s->handle_fallback_kind;
+#ifndef OMPI_MAJOR_VERSION
+        PMPI_Info_create(&shared_hint);
+        PMPI_Info_set(shared_hint, "alloc_shm", "true");
+#endif
     }
     pthread_mutex_unlock(&caches_lock);
     *out = s;
@@ -466,7 +488,7 @@ fail:
     return st;
 }
 
-os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, os_shell_t **out)
+os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, bool shared, os_shell_t **out)
 {
     os_comm_cache_t *c = cache_of(comm);
     if (!c)
@@ -489,13 +511,13 @@ os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, os_shell_t **out)
         c->nspare[nodes]--;
         c->spare_bytes[nodes] -= s->data.size;
         ctl_zero(s);
-        os_status_t st = handle_make(s);
+        os_status_t st = handle_make(s, shared);
         if (st) {
             shell_destroy(s);
             return st;
         }
     } else {
-        os_status_t st = shell_build(comm, c, nodes, &s);
+        os_status_t st = shell_build(comm, c, nodes, shared, &s);
         if (st)
             return st;
     }
@@ -509,8 +531,16 @@ os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, os_shell_t **out)
 bool os_shell_hints_stale(const os_shell_t *s, MPI_Info hints, bool shared)
 {
     /* A window without hints, over a handle whose last window had none
-     * either, saves the host's MPI_Win_set_info (an info copy and merge). */
+     * either, saves the host's MPI_Win_set_info (an info copy and merge).
+     * Open MPI's handle never reports them (win_info.c models what its
+     * components would): there only the program's own hints go to the
+     * host, which may refuse them. */
+#ifdef OMPI_MAJOR_VERSION
+    (void)s, (void)shared;
+    return hints != MPI_INFO_NULL;
+#else
     return hints != MPI_INFO_NULL || s->hints_held != (shared ? OS_HINTS_SHARED : OS_HINTS_NONE);
+#endif
 }
 
 void os_shell_hints_from_program(os_shell_t *s)
@@ -564,7 +594,16 @@ os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints, bool shared)
  * share nothing here but what UCX itself maps, which keeps virtual nodes
  * honest. False (and nothing kept) when UCX cannot allocate shareable
  * memory on every process of the node: the caller falls back to our own
- * segment, reached by emulated RDMA. Collective over the node. */
+ * segment, reached by emulated RDMA. Collective over the node.
+ *
+ * Whether a process can map the segment, each one that needs to finds out
+ * itself: a node-mate here, a process of another node when it unpacks the
+ * key (net/window.c). The first process does not ask its own key through
+ * its endpoint to itself first: that unpack attached the segment and its
+ * destruction detached it, 4-5 us of each new window's 35 between virtual
+ * nodes (MPICH 5.0.2, 1000 live windows, the first round), and nobody
+ * used the answer the mappings do not give (UCX's heap allocation, its
+ * last resort, is refused by every process's ucp_rkey_ptr alike). */
 static bool data_create_ucx(os_shell_t *s, size_t bytes)
 {
     /* The serial names the segment in the job: its owner's MPI_COMM_WORLD
@@ -573,22 +612,16 @@ static bool data_create_ucx(os_shell_t *s, size_t bytes)
      * across windows while it is the same (net/window.c); an address
      * cannot tell, since a new segment may be mapped where an old one was. */
     static _Atomic uint32_t segments_made;
-    struct { int len; int zero_copy; uint64_t addr, serial; } d = { 0, 0, 0, 0 };
-    void *addr = NULL, *probe = NULL;
+    struct { int len; uint64_t addr, serial; } d = { 0, 0, 0 };
+    void *addr = NULL;
     int ok;
     if (s->node_rank == 0 && os_ucx_mem_alloc(bytes, &s->data_reg, &addr) == OS_OK) {
         d.len = (int)s->data_reg.rkey_len;
         d.addr = (uint64_t)(uintptr_t)addr;
         d.serial = (uint64_t)(s->node_first + 1) << 32 | (atomic_fetch_add(&segments_made, 1) + 1);
-        /* Whether UCX can map it at all: ask our own key through the
-         * endpoint to ourselves. Heap memory (UCX's last resort) cannot. */
-        if (os_ucx_rkey_unpack(s->node_first, s->data_reg.rkey_buf, &probe) == OS_OK) {
-            d.zero_copy = os_ucx_rkey_ptr(probe, d.addr) != NULL;
-            os_ucx_rkey_destroy(probe);
-        }
     }
     PMPI_Bcast(&d, sizeof d, MPI_BYTE, 0, s->node);
-    ok = d.len > 0 && (d.zero_copy || s->node_size == 1);
+    ok = d.len > 0;
     if (d.len > 0) {
         /* The key, in chunks: a process that cannot hold it still takes
          * part in the broadcast (and then refuses). */
@@ -615,7 +648,6 @@ static bool data_create_ucx(os_shell_t *s, size_t bytes)
     s->data_key_len = (size_t)d.len;
     s->data_key_addr = d.addr;
     s->data_serial = d.serial;
-    s->data_zero_copy = d.zero_copy;
     s->data = (os_shm_seg_t){ .addr = addr, .size = bytes };
     return true;
 }

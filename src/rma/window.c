@@ -263,7 +263,8 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
      * for allocated windows, the data; the others are reached over the
      * network. allocate_shared keeps real nodes: MPI requires its memory to
      * be shared. */
-    if ((st = os_shell_get(comm, nodes, &sh)))
+    if ((st = os_shell_get(comm, nodes,
+                           flavor == OS_FLAVOR_ALLOCATE || flavor == OS_FLAVOR_SHARED, &sh)))
         goto fail;
     w->shell = sh;
     w->comm = sh->comm;
@@ -487,8 +488,11 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
         w->base = base;
     /* The host handle keeps the hints, so MPI_Win_get_info reports them as
      * the host does. */
-    if (hints_stale && (st = os_shell_set_hints(sh, hints, shared_flavor)))
-        goto fail;
+    if (hints_stale) {
+        if ((st = os_shell_set_hints(sh, hints, shared_flavor)))
+            goto fail;
+        OS_STAT(w, HANDLE_HINTS_SET, 1);
+    }
     free(all);
     free(data_off);
     *out = w;

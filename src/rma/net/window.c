@@ -27,7 +27,7 @@ typedef struct {
     int32_t key_len;    /* the memory's packed key (0: none) */
     int32_t word_key_len;
     int32_t rdma_world; /* whose endpoint reaches the memory */
-    int32_t zero_copy;
+    int32_t ucx_allocated; /* UCX allocated the memory: a peer may map its key */
     int32_t tcp_only;   /* every endpoint to another node is TCP alone */
 } remote_info_t;
 
@@ -107,7 +107,7 @@ static os_status_t memory_key(os_win_t *w, const void *base, size_t bytes, remot
         me->base = sh->data_key_addr + (uint64_t)((const char *)base - (char *)sh->data.addr);
         me->key_len = (int32_t)sh->data_key_len;
         me->rdma_world = sh->node_first;
-        me->zero_copy = sh->data_zero_copy;
+        me->ucx_allocated = 1;
         /* A segment the shell gives back when the window is freed is not
          * worth keeping a key to (nor its memory, which a key holds). */
         me->data_serial = os_shell_keeps_data(sh) ? sh->data_serial : 0;
@@ -347,7 +347,7 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
          * (not with ONESIDED_UCX_TLS=tcp,self, say, which emulates it).
          * UCX 1.13 cannot tell which lane an RDMA operation takes, so on
          * RDMA hardware between real hosts the count says emulated. */
-        p->ucx_map = !st && all[r].zero_copy ? os_ucx_rkey_ptr(p->rkey, all[r].base) : NULL;
+        p->ucx_map = !st && all[r].ucx_allocated ? os_ucx_rkey_ptr(p->rkey, all[r].base) : NULL;
         p->zero_copy = p->ucx_map != NULL;
         /* Asked of the key owner's endpoint, which exists already (the key
          * was unpacked toward it): it shares the target's host, hence its
