@@ -6,7 +6,7 @@
  *   mpiexec -n 2 os_microbench [--iters N] [--reps R] [--csv FILE]
  *                              [--flavor allocate|create|create_allocmem]
  *                              [--busy-target USEC] [--only ROWS] [--windows N]
- *                              [--roundtrip]
+ *                              [--roundtrip] [--samples] [--pad STRING]
  *
  * --flavor picks how both implementations get their window: MPI_Win_allocate
  * (default), MPI_Win_create over malloc'd memory, or MPI_Win_create over
@@ -43,6 +43,13 @@
  * add of a register-free loop, rank 0 alone, before and after the rows):
  * on that guest the same loop takes 0.33 ns in some jobs and 0.66 in
  * others, and changes within a job.
+ * --samples prints each repetition of the 8-byte rows, both columns, to
+ * tell a row slow in every repetition from one that a millisecond of the
+ * machine's own noise hit, and the page offset of the origin's stack
+ * buffer: with address randomization off (setarch -R) it moves with the
+ * length of the arguments (--pad, ignored otherwise), and
+ * bench/stack_offsets.py sweeps it to tell a job slow for where its stack
+ * landed from one slow for the machine.
  */
 #include "bench_impl.h"
 
@@ -55,6 +62,8 @@ static const char *const bench_name[NBENCH] = {
 };
 static int nwins = 100; /* --windows */
 static bool roundtrip;  /* --roundtrip */
+static bool print_samples; /* --samples */
+static unsigned stack_offset; /* page offset of the origin's buffer in run(), for --samples */
 
 static int rank, size, busy_us;
 static const char *only; /* --only: a comma list of row names, or NULL for all */
@@ -97,6 +106,7 @@ static double run(const impl_t *m, int bench, MPI_Win win, long *base, int iters
     const int target = 1;
     long one = 1, val = 0, res = 0, cmp = 0;
     double t0 = 0, t = 0;
+    stack_offset = (unsigned)((uintptr_t)&val & 4095);
     MPI_Barrier(MPI_COMM_WORLD);
     if (busy_us && rank == 1 && bench < B_FENCE) {
         busy_target();
@@ -306,6 +316,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--windows") && i + 1 < argc) nwins = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--roundtrip")) roundtrip = true;
+        else if (!strcmp(argv[i], "--samples")) print_samples = true;
+        else if (!strcmp(argv[i], "--pad") && i + 1 < argc) i++; /* moves the stack (stack_offsets.py) */
     }
     if (nwins < 1)
         nwins = 1;
@@ -377,6 +389,12 @@ int main(int argc, char **argv)
         for (int k = 0; k < 2; k++) {
             if (!bench_impl_on(k))
                 continue;
+            if (print_samples && rank == 0) {
+                printf("samples %-18s %-8s", bench_name[b], k ? "onesided" : "native");
+                for (int r = 0; r < reps; r++)
+                    printf(" %.4f", samples[k][r]);
+                printf("\n");
+            }
             verify(b, base[k], (long)iters * reps);
             med[k][b] = bench_median(samples[k], reps);
         }
@@ -448,6 +466,8 @@ int main(int argc, char **argv)
                 fprintf(out, "add loop at end,%.4f,%.4f,1.0000\n", add_end_ns, add_end_ns);
             }
         }
+        if (print_samples)
+            printf("origin stack page offset 0x%03x\n", stack_offset);
         printf("(median of %d repetitions x %d iterations; ratio = onesided / native)\n", reps, iters);
         if (out)
             fclose(out);
