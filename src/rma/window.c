@@ -2,6 +2,7 @@
  * regions, shared queries and freeing. */
 #include "os_rma.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -195,19 +196,37 @@ static void unmap_peers(os_win_t *w)
             os_shm_region_unmap_peer(w->peers[r].map, w->peers[r].map_size);
 }
 
+/* The window's arrays of one entry per rank, cleared, in one block that
+ * w->peers heads (free_parts frees it). As ten allocations of a few bytes
+ * each, their frees (libc now and then consolidating its heap in one) took
+ * 12% of MPI_Win_free's time between virtual nodes on MPICH 4.0.2 (perf:
+ * 16 of its 136 samples). */
+static bool alloc_rank_arrays(os_win_t *w)
+{
+    const size_t n = (size_t)w->nranks, align = _Alignof(max_align_t);
+#define RANK_ARRAYS(X)                                                                     \
+    X(peers) X(fence_seen) X(pscw) X(start_ranks) X(post_ranks) X(group_ranks)              \
+    X(rank_identity) X(node_ranks) X(node_index) X(tstate)
+#define BYTES(field) ((n * sizeof *w->field + align - 1) / align * align)
+#define COUNT(field) total += BYTES(field);
+#define PLACE(field) w->field = (void *)at, at += BYTES(field);
+    size_t total = 0;
+    RANK_ARRAYS(COUNT)
+    char *at = calloc(1, total);
+    if (!at)
+        return false;
+    RANK_ARRAYS(PLACE)
+#undef PLACE
+#undef COUNT
+#undef BYTES
+#undef RANK_ARRAYS
+    return true;
+}
+
 static void free_parts(os_win_t *w)
 {
     unmap_peers(w);
-    free(w->peers);
-    free(w->node_ranks);
-    free(w->tstate);
-    free(w->fence_seen);
-    free(w->node_index);
-    free(w->pscw);
-    free(w->post_ranks);
-    free(w->group_ranks);
-    free(w->rank_identity);
-    free(w->start_ranks);
+    free(w->peers); /* and the other arrays of its block (alloc_rank_arrays) */
     free(w->queue);
     free(w->attr_keys);
     os_acc_batches_free(w);
@@ -320,19 +339,7 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
     }
     all = malloc((size_t)w->nranks * sizeof *all);
     data_off = calloc((size_t)w->nranks, sizeof *data_off);
-    w->peers = calloc((size_t)w->nranks, sizeof *w->peers);
-    w->tstate = calloc((size_t)w->nranks, 1);
-    w->fence_seen = calloc((size_t)w->nranks, sizeof *w->fence_seen);
-    w->pscw = calloc((size_t)w->nranks, sizeof *w->pscw);
-    w->start_ranks = malloc((size_t)w->nranks * sizeof *w->start_ranks);
-    w->post_ranks = malloc((size_t)w->nranks * sizeof *w->post_ranks);
-    w->group_ranks = malloc((size_t)w->nranks * sizeof *w->group_ranks);
-    w->rank_identity = malloc((size_t)w->nranks * sizeof *w->rank_identity);
-    w->node_ranks = malloc((size_t)w->nranks * sizeof *w->node_ranks);
-    w->node_index = malloc((size_t)w->nranks * sizeof *w->node_index);
-    if (!all || !data_off || !w->peers || !w->tstate || !w->fence_seen || !w->pscw ||
-        !w->start_ranks || !w->post_ranks || !w->group_ranks || !w->rank_identity ||
-        !w->node_ranks || !w->node_index) {
+    if (!all || !data_off || !alloc_rank_arrays(w)) {
         st = OS_ERR(OS_ERR_NOMEM, "window of %d processes", w->nranks);
         goto fail;
     }

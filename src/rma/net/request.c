@@ -90,11 +90,12 @@ os_status_t os_req_call_grant(os_win_t *w, int target, req_hdr_t *h, const void 
     os_status_t st = req_send(w, target, h, data, dlen);
     if (st)
         return st;
+    /* Each back-off progresses the worker and serves node-mates
+     * (os_rma_wait_poll); a round of our own before it was a second per
+     * poll. */
     os_backoff_t b = OS_BACKOFF_INIT;
-    while (!atomic_load_explicit(&slot.done, memory_order_acquire)) {
-        os_fwd_progress();
+    while (!atomic_load_explicit(&slot.done, memory_order_acquire))
         os_backoff_wait(&b);
-    }
     if (grant)
         *grant = slot.grant;
     if (slot.status)
@@ -226,10 +227,8 @@ os_status_t os_req_build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool w
 void os_req_await_acks(os_win_t *w, int target)
 {
     os_backoff_t b = OS_BACKOFF_INIT;
-    while (atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0) {
-        os_fwd_progress();
-        os_backoff_wait(&b);
-    }
+    while (atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0)
+        os_backoff_wait(&b); /* progresses the worker (above) */
 }
 
 /* A request that carries an operation, inside a held lock: puts and

@@ -189,7 +189,9 @@ os_status_t os_ucx_am_send_wait(int peer, unsigned id, const void *hdr, size_t h
 os_status_t os_ucx_am_reply(void *reply, unsigned id, const void *hdr, size_t hlen,
                             const void *data, size_t dlen);
 
-/* Progress the worker once, then run the idle hook; returns events seen. */
+/* Progress the worker once, then run the idle hook; returns events seen.
+ * Nothing while this thread backs off inside a wait of this transport's
+ * own, which progresses the worker itself. */
 unsigned os_ucx_progress(void);
 /* A function run after every progress round, in any thread, never inside a
  * handler (the lock manager retries its waiting requests there, the
