@@ -60,7 +60,8 @@ static struct {
 static __thread bool in_progress_thread;
 static __thread bool in_host_progress;
 static __thread int in_handler;
-/* Set while wait_req backs off between its rounds: see there. */
+/* Set while wait_req backs off between its rounds, until the back-off's
+ * own call of os_ucx_progress: see there. */
 static __thread bool in_req_wait;
 
 static void app_waits(void);
@@ -207,8 +208,8 @@ static os_status_t wait_req(void *req, const char *what)
              * a round of the worker of its own (os_ucx_progress): a second
              * round per poll, which doubled the time between two looks at
              * this request (a put + flush to MPI_Win_create memory between
-             * virtual nodes, UCX's emulated put, 1.03-1.12x the hosts'
-             * own; benchmarks.md). This loop's rounds suffice. */
+             * virtual nodes, 1.01-1.12x the hosts' own; benchmarks.md).
+             * This loop's rounds suffice. */
             in_req_wait = true;
             os_backoff_wait(&b);
             in_req_wait = false;
@@ -861,8 +862,13 @@ static unsigned progress_round(void *req, ucs_status_t *s)
 
 unsigned os_ucx_progress(void)
 {
-    if (in_req_wait)
-        return 0; /* wait_req's next round comes at once */
+    /* wait_req backs off, and its next round comes at once. Skipped once
+     * only: a wait nested in the back-off (a node-mate's request served
+     * there; none waits today) must progress the worker itself. */
+    if (in_req_wait) {
+        in_req_wait = false;
+        return 0;
+    }
     return progress_round(NULL, NULL);
 }
 
