@@ -190,8 +190,8 @@ os_status_t os_ucx_am_reply(void *reply, unsigned id, const void *hdr, size_t hl
                             const void *data, size_t dlen);
 
 /* Progress the worker once, then run the idle hook; returns events seen.
- * Nothing while this thread backs off inside a wait of this transport's
- * own, which progresses the worker itself. */
+ * Its first call from the back-off of a wait of this transport's own
+ * (which progresses the worker itself) returns 0 at once. */
 unsigned os_ucx_progress(void);
 /* A function run after every progress round, in any thread, never inside a
  * handler (the lock manager retries its waiting requests there, the
