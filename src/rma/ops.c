@@ -407,17 +407,19 @@ fast_begin(os_win_t *w, fast_epoch_t how, int target, os_rma_kind_t kind, size_t
 
 /* Where this process reaches target's memory at tdisp through UCX's mapping
  * of it, for the mapped path in an epoch that grants access to it (how):
- * NULL when the fast path does not take the operation. R* requests are
- * left to the general path. */
+ * NULL when the fast path does not take the operation. An R* request is
+ * taken in a lock or lock_all epoch (fast_epoch): the copy or atomic is
+ * complete at return, as the node path's is, so its request is one
+ * completed at once. */
 static inline __attribute__((always_inline)) char *
 mapped_target(const os_win_t *w, os_rma_kind_t kind, int target, MPI_Aint tdisp, size_t bytes,
               bool request, fast_epoch_t *how)
 {
     const os_peer_t *p = &w->peers[target];
     long long off;
-    if (request || w->lock_how[target] == OS_HOLD_DEFERRED)
+    if (w->lock_how[target] == OS_HOLD_DEFERRED)
         return NULL;
-    *how = fast_epoch(w, target, false);
+    *how = fast_epoch(w, target, request);
     if (*how == FAST_NO || !fast_target_offset(w, p, kind, target, tdisp, bytes, &off))
         return NULL;
     return p->ucx_map + off;
@@ -447,7 +449,7 @@ mapped_acc(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t, si
         !os_reduce_atomic_ok(e, local))
         return false;
 
-    fast_begin(w, how, target, kind, bytes, false);
+    fast_begin(w, how, target, kind, bytes, request);
     if (rop == OS_OP_NO_OP)
         origin = NULL;
     OS_STAT(w, ACC_MAPPED, 1);
@@ -507,7 +509,7 @@ mapped_move(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t, s
     if (!local)
         return false;
 
-    fast_begin(w, how, target, kind, bytes, false);
+    fast_begin(w, how, target, kind, bytes, request);
     /* Ordered as rdma() orders them: the epoch's lock came before the get's
      * loads, the put's stores come before what ends the epoch. */
     w->stores_unordered = true; /* os_copy may take string or streaming stores */
@@ -542,7 +544,7 @@ mapped_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t, s
         !(local = mapped_target(w, kind, target, tdisp, e, request, &how)))
         return mapped_move(w, kind, rop, t, count, target, tdisp, origin, compare, result,
                            request);
-    count_kind(w, kind, e, false);
+    count_kind(w, kind, e, request);
     OS_STAT(w, FAST_PATH_OPS, 1);
     if (kind == OS_RMA_PUT) {
         w->stores_unordered = true;

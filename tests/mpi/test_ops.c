@@ -168,6 +168,133 @@ static void proc_null(void)
     t_win_free(&t);
 }
 
+static uint64_t stat_of(MPI_Win win, int which)
+{
+    onesided_win_stats_t st;
+    return onesided_win_get_stats(win, &st) == MPI_SUCCESS ? st.counter[which] : 0;
+}
+
+/* The R* forms of put, get and accumulate of one predefined type take the
+ * fast lane exactly where their plain forms do (the node's memory, or
+ * another virtual node's that UCX maps here, in lock and lock_all epochs,
+ * where the configuration sends them there): each plain form goes first,
+ * then its R* form, and both must raise the fast-path count alike. What the
+ * lane takes is done when the call returns, so the first MPI_Test finds it
+ * complete. Every R* operation counts as a request, and the data is
+ * checked. An R* operation past the window's end still reports
+ * MPI_ERR_RMA_RANGE from the general path. */
+static void request_lane(int flavor)
+{
+    enum { RUN = 8, SLOTS = 2 * RUN, NCASE = 4 };
+    static const char *const what[NCASE] = { "get of one element", "get of a run",
+                                             "put of one element", "accumulate" };
+    t_win_t t = t_win_make(flavor, SLOTS * 8, MPI_INFO_NULL);
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    int64_t *mine = (int64_t *)t.base;
+    for (int i = 0; i < SLOTS; i++)
+        mine[i] = t_rank * 100 + i;
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int mode = 0; mode < 2; mode++) { /* lock shared, lock_all */
+        if (mode)
+            MPI_Win_lock_all(0, t.win);
+        else
+            MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win);
+        const uint64_t reqs = stat_of(t.win, ONESIDED_STAT_REQUEST_OPS);
+        int64_t one = -1, run[RUN], scratch[RUN], add = 1, put = 1000 + t_rank;
+        int lanes = 0;
+        for (int c = 0; c < NCASE; c++) {
+            uint64_t took[2]; /* plain form, R* form */
+            MPI_Request rq = MPI_REQUEST_NULL;
+            for (int r = 0; r < 2; r++) {
+                const uint64_t before = stat_of(t.win, ONESIDED_STAT_FAST_PATH_OPS);
+                MPI_Request *req = r ? &rq : NULL;
+                /* The plain forms write where the R* forms do, the same values. */
+                switch (c) {
+                case 0:
+                    if (req)
+                        MPI_Rget(&one, 1, MPI_INT64_T, right, t_disp(&t, right, 8), 1,
+                                 MPI_INT64_T, t.win, req);
+                    else
+                        MPI_Get(scratch, 1, MPI_INT64_T, right, t_disp(&t, right, 8), 1,
+                                MPI_INT64_T, t.win);
+                    break;
+                case 1:
+                    if (req)
+                        MPI_Rget(run, RUN, MPI_INT64_T, right, t_disp(&t, right, RUN * 8), RUN,
+                                 MPI_INT64_T, t.win, req);
+                    else
+                        MPI_Get(scratch, RUN, MPI_INT64_T, right, t_disp(&t, right, RUN * 8), RUN,
+                                MPI_INT64_T, t.win);
+                    break;
+                case 2:
+                    if (req)
+                        MPI_Rput(&put, 1, MPI_INT64_T, right, t_disp(&t, right, 0), 1,
+                                 MPI_INT64_T, t.win, req);
+                    else
+                        MPI_Put(&put, 1, MPI_INT64_T, right, t_disp(&t, right, 0), 1,
+                                MPI_INT64_T, t.win);
+                    break;
+                default:
+                    if (req)
+                        MPI_Raccumulate(&add, 1, MPI_INT64_T, right, t_disp(&t, right, 2 * 8), 1,
+                                        MPI_INT64_T, MPI_SUM, t.win, req);
+                    else
+                        MPI_Accumulate(&add, 1, MPI_INT64_T, right, t_disp(&t, right, 2 * 8), 1,
+                                       MPI_INT64_T, MPI_SUM, t.win);
+                }
+                took[r] = stat_of(t.win, ONESIDED_STAT_FAST_PATH_OPS) - before;
+            }
+            CHECK(took[1] == took[0], "%s mode %d: the R* %s took the fast lane %llu times, "
+                  "its plain form %llu", flavor_name[flavor], mode, what[c],
+                  (unsigned long long)took[1], (unsigned long long)took[0]);
+            if (took[1]) {
+                int done = 0;
+                MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+                CHECK(done, "%s mode %d: the R* %s of the fast lane was not complete at once",
+                      flavor_name[flavor], mode, what[c]);
+                lanes++;
+            }
+            MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        }
+        CHECK(stat_of(t.win, ONESIDED_STAT_REQUEST_OPS) - reqs == NCASE,
+              "%s mode %d: R* operations counted as requests", flavor_name[flavor], mode);
+        CHECK(one == right * 100 + 1, "%s mode %d: Rget of one element read %lld",
+              flavor_name[flavor], mode, (long long)one);
+        int ok = 1;
+        for (int i = 0; i < RUN; i++)
+            ok &= run[i] == right * 100 + RUN + i;
+        CHECK(ok, "%s mode %d: Rget of a run", flavor_name[flavor], mode);
+        if (mode)
+            MPI_Win_unlock_all(t.win);
+        else
+            MPI_Win_unlock(right, t.win);
+        MPI_Allreduce(MPI_IN_PLACE, &lanes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (t_rank == 0 && flavor == F_ALLOCATE && mode)
+            printf("test_ops: R* operations on the fast lane, allocate/lock_all: %d of %d\n",
+                   lanes, NCASE * t_size);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    /* Two rounds of a plain and an R* accumulate of 1 each. */
+    CHECK(mine[0] == 1000 + left && mine[2] == t_rank * 100 + 2 + 4,
+          "%s: Rput wrote %lld, Raccumulate left %lld", flavor_name[flavor], (long long)mine[0],
+          (long long)mine[2]);
+
+    MPI_Win_set_errhandler(t.win, MPI_ERRORS_RETURN);
+    MPI_Win_lock_all(0, t.win);
+    int64_t x = 0;
+    MPI_Request r;
+    int rc = MPI_Rget(&x, 1, MPI_INT64_T, right, t_disp(&t, right, SLOTS * 8), 1, MPI_INT64_T,
+                      t.win, &r), cls = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS)
+        MPI_Error_class(rc, &cls);
+    else
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+    MPI_Win_unlock_all(t.win);
+    CHECK(cls == MPI_ERR_RMA_RANGE, "%s: Rget past the window's end gave class %d",
+          flavor_name[flavor], cls);
+    t_win_free(&t);
+}
+
 /* Large transfers (several pages, many runs) keep every byte. */
 static void large(int flavor)
 {
@@ -692,6 +819,7 @@ int main(int argc, char **argv)
         single_elements(f);
         vectors(f);
         derived_runs(f);
+        request_lane(f);
     }
     outstanding_requests(F_ALLOCATE);
     outstanding_requests(F_CREATE);
