@@ -561,6 +561,11 @@ void os_mpi_stats_collect(os_win_t *w, MPI_Win handle)
 
 void os_mpi_stats_report(void)
 {
+    /* Not a window's: counted at MPI_Win_free, after its report was made. */
+    const unsigned long whole = os_zero_whole_count();
+    if (os_config.stats && whole)
+        append("onesided stats: process: %lu freed windows' memory zeroed whole, untouched pages "
+               "included (fallback_zero_whole: swap present, or mincore refused)\n", whole);
     if (report) {
         fputs(report, stdout);
         fflush(stdout);

@@ -318,6 +318,10 @@ typedef struct os_shell {
     uint64_t data_key_addr; /* ... valid for the data's address in its owner */
     size_t data_key_len;
     uint64_t data_serial; /* names that data in the job (shell.c); 0: none */
+    /* this process's part of the data that the last free zeroed with every
+     * page present (os_shell_zero_part): pages stay once present */
+    char *zeroed_present;
+    size_t zeroed_present_len;
     /* Other nodes' data keys as the last window on this shell unpacked
      * them (net/window.c), one per rank of comm, or NULL. */
     struct os_peer_data_key *peer_data_keys;
@@ -503,6 +507,7 @@ os_status_t os_shell_data(os_shell_t *s, size_t bytes);
 void os_shell_put(os_shell_t *s);
 /* Whether os_shell_put keeps the data segment for the next window. */
 bool os_shell_keeps_data(const os_shell_t *s);
+void os_shell_zero_part(os_shell_t *s, void *part, size_t len);
 /* MPI_Finalize: every cached shell goes (collective). */
 void os_shell_finalize(void);
 

@@ -131,6 +131,8 @@ static void data_release(os_shell_t *s)
     s->data_serial = 0;
     s->data_ucx = false;
     s->data = (os_shm_seg_t){ 0 };
+    s->zeroed_present = NULL;
+    s->zeroed_present_len = 0;
 }
 
 /* Bit i set for each of a slab's n areas. */
@@ -667,6 +669,28 @@ os_status_t os_shell_data(os_shell_t *s, size_t bytes)
 bool os_shell_keeps_data(const os_shell_t *s)
 {
     return s->data.size <= KEEP_DATA_MAX;
+}
+
+/* This process's part of the kept data, zeroed for the next window. Pages
+ * nobody touched are left alone (os_zero_touched): the first MPI_Win_free
+ * of windows whose memory the program never wrote took 3.1-3.6 us instead
+ * of 0.9-1.0 (MPICH 5.0.2, one node, 100 windows of 4 KB), each faulting
+ * in its page to clear it. The check is a system call (0.3 us here), so a
+ * part found present whole is remembered: a page once present stays so
+ * (os_zero_touched needs no swap), and the next free of a window over the
+ * same pages clears them at once. */
+void os_shell_zero_part(os_shell_t *s, void *part, size_t len)
+{
+    char *p = part;
+    if (s->zeroed_present && p >= s->zeroed_present &&
+        p + len <= s->zeroed_present + s->zeroed_present_len) {
+        memset(p, 0, len);
+        return;
+    }
+    if (os_zero_touched(p, len)) {
+        s->zeroed_present = p;
+        s->zeroed_present_len = len;
+    }
 }
 
 void os_shell_put(os_shell_t *s)

@@ -556,10 +556,11 @@ os_status_t os_win_free(os_win_t *w)
      * every process has left this one. */
     PMPI_Barrier(w->comm);
     /* The shell keeps the data for the next window: zeroed for it (see
-     * win_create), by each process its own part, now that nobody uses it. */
+     * win_create), by each process its own part, now that nobody uses it.
+     * Only pages someone touched: the others still read as zeros. */
     if ((w->flavor == OS_FLAVOR_ALLOCATE || w->flavor == OS_FLAVOR_SHARED) && w->size > 0 &&
         os_shell_keeps_data(w->shell))
-        memset(w->peers[w->rank].base, 0, (size_t)w->size);
+        os_shell_zero_part(w->shell, w->peers[w->rank].base, (size_t)w->size);
     if (w->multinode) {
         /* A progress thread may still be serving this window's lock (a
          * migration of the hybrid lock moves tickets on the node's CPU

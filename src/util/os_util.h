@@ -436,6 +436,20 @@ os_status_t os_hmap_put(os_hmap_t *m, uintptr_t key, void *val);
 void *os_hmap_del(os_hmap_t *m, uintptr_t key);
 void os_hmap_destroy(os_hmap_t *m);
 
+/* ------------------------------------------------------------ zeroing */
+
+/* Zero [addr, addr + len) as a new mapping of it would read, writing only
+ * the pages present in memory (mincore): a page nobody touched stays
+ * untouched, instead of being faulted in to be cleared (3 us a page in the
+ * first round of MPI_Win_free here, and a whole kept window's memory for a
+ * program that used a corner of it). Where an absent page may hold data
+ * (swap exists) or mincore is refused, every byte is written, as
+ * os_zero_whole_count counts (zero.c). True when every page was present
+ * (and is now zero): a later zeroing of the same pages needs no check. */
+bool os_zero_touched(void *addr, size_t len);
+/* How often os_zero_touched wrote every byte, the absent pages included. */
+unsigned long os_zero_whole_count(void);
+
 /* ------------------------------------------------------------ copying */
 
 /* memcpy for the data RMA moves between the program's buffers and window

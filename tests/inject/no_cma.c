@@ -5,6 +5,8 @@
  *
  *   no_cma COMMAND [ARG...]
  *
+ *   no_cma --mincore COMMAND [ARG...]   mincore refused too (EPERM)
+ *
  * The filter is inherited across fork and exec and cannot be lifted, so a
  * whole test suite (ctest, mpiexec, its proxies, every rank) runs under it.
  */
@@ -12,6 +14,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,8 +41,13 @@
 
 int main(int argc, char **argv)
 {
+    const bool mincore_too = argc > 1 && !strcmp(argv[1], "--mincore");
+    if (mincore_too) {
+        argv++;
+        argc--;
+    }
     if (argc < 2) {
-        fprintf(stderr, "usage: no_cma COMMAND [ARG...]\n"
+        fprintf(stderr, "usage: no_cma [--mincore] COMMAND [ARG...]\n"
                         "Runs COMMAND with process_vm_readv/writev and pidfd_getfd refused "
                         "(EPERM), as in a Docker container.\n");
         return 2;
@@ -54,6 +62,9 @@ int main(int argc, char **argv)
         REFUSE(__NR_process_vm_readv),
         REFUSE(__NR_process_vm_writev),
         REFUSE(__NR_pidfd_getfd),
+        /* Skipped (a jump over the next two) unless --mincore. */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, mincore_too ? (unsigned)__NR_mincore : ~0u, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog prog = { .len = sizeof filter / sizeof filter[0], .filter = filter };
@@ -66,6 +77,8 @@ int main(int argc, char **argv)
     /* For the tests' expectations of which path served (tests/mpi/common.h);
      * onesided itself finds out by probing. */
     setenv("ONESIDED_TEST_NO_CMA", "1", 1);
+    if (mincore_too)
+        setenv("ONESIDED_TEST_NO_MINCORE", "1", 1);
     execvp(argv[1], argv + 1);
     fprintf(stderr, "no_cma: %s: %s\n", argv[1], strerror(errno));
     return 127;

@@ -4,6 +4,10 @@
 #include "../maps.h"
 #include "onesided.h"
 
+#include <sys/resource.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
 static void attributes(void)
 {
     static const int flavors[F_COUNT] = { MPI_WIN_FLAVOR_ALLOCATE, MPI_WIN_FLAVOR_SHARED,
@@ -566,6 +570,72 @@ static void shell_reuse(void)
     MPI_Win_free_keyval(&key);
 }
 
+/* Page faults of this process so far. */
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
+/* A freed window's data is kept for the next window over the same
+ * communicator, which must find it zeroed as a new segment would read:
+ * every byte, whether this process wrote it, another process put it, or
+ * nobody touched its page. MPI_Win_free clears only the pages someone
+ * touched (os_shell_zero_part): freeing a window whose memory was mostly
+ * never touched faults few of its pages in (checked where that holds: no
+ * swap, mincore allowed; reading a page of shared memory faults it in
+ * too, so the first window is not read). The next rounds read every byte,
+ * write every byte, and find it zero in the window after: the second
+ * round's free finds all pages present, the third's clears them without
+ * the check. A size no earlier window of this program used, so the first
+ * window's memory is new. */
+static void kept_data_zeroed(void)
+{
+    enum { PAGES = 600 };
+    const long page = sysconf(_SC_PAGESIZE);
+    const MPI_Aint bytes = PAGES * page;
+    const int right = (t_rank + 1) % t_size;
+    struct sysinfo si;
+    const bool check_faults = sysinfo(&si) == 0 && si.totalswap == 0 &&
+                              !getenv("ONESIDED_TEST_NO_MINCORE");
+    for (int round = 0; round < 4; round++) {
+        unsigned char *base;
+        MPI_Win win;
+        MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+        if (round > 0) {
+            size_t nonzero = 0;
+            for (MPI_Aint i = 0; i < bytes; i++)
+                nonzero += base[i] != 0;
+            CHECK(nonzero == 0, "kept data round %d: %zu bytes of the window not zero", round,
+                  nonzero);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (round == 0) {
+            /* Every third page written here, every fifth put by the left
+             * neighbour, a few bytes at an odd offset. */
+            for (int p = 0; p < PAGES; p += 3)
+                memset(base + p * page + 7, 0xa5, 100);
+            unsigned char v[9] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win);
+            for (int p = 1; p < PAGES; p += 5)
+                MPI_Put(v, 9, MPI_BYTE, right, p * page + page - 9, 9, MPI_BYTE, win);
+            MPI_Win_unlock(right, win);
+        } else if (round < 3) {
+            memset(base, 0x5a, (size_t)bytes);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        const long before = minor_faults();
+        MPI_Win_free(&win);
+        const long faults = minor_faults() - before;
+        /* Without the check, the 400 pages this process did not write
+         * fault in to be cleared. */
+        if (check_faults && round == 0)
+            CHECK(faults < PAGES / 3, "kept data: freeing a window whose pages were mostly "
+                  "untouched faulted %ld pages in (of %d)", faults, PAGES);
+    }
+}
+
 /* A freed window's data segment is kept for the next one only up to 64 MiB
  * per node. Windows above that, one after another on one communicator,
  * each get a new segment (the second used to find a released one). */
@@ -797,6 +867,7 @@ int main(int argc, char **argv)
     dynamic_regions();
     many_windows();
     shell_reuse();
+    kept_data_zeroed();
     large_windows();
     create_edge_cases();
     access_paths();
