@@ -237,7 +237,7 @@ static bool cas_comparable(const os_dtype_t *t)
  * under MPI_THREAD_MULTIPLE, where the general path holds the window's
  * mutex. An R* form (request) takes it too: what the fast path takes is
  * complete at return (its epochs for requests are lock and lock_all), so
- * the request is the completed one (rq_lane). */
+ * the request is the completed one (lane_done). */
 static inline bool fast_lane(MPI_Win win, os_rma_kind_t kind, MPI_Op mop, MPI_Datatype dt,
                              MPI_Count count, int target, MPI_Aint tdisp, const void *origin,
                              const void *compare, void *result, bool request)

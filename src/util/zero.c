@@ -45,13 +45,10 @@ static void zero_whole(void *addr, size_t len, int err)
 
 bool os_zero_touched(void *addr, size_t len)
 {
-    static long page_size;
     bool all_present = true;
     if (!len)
         return true;
-    if (!page_size)
-        page_size = sysconf(_SC_PAGESIZE);
-    const uintptr_t page = (uintptr_t)page_size, start = (uintptr_t)addr, end = start + len;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)addr, end = start + len;
     if (!absent_is_zero()) {
         zero_whole(addr, len, 0);
         return true;
@@ -60,8 +57,8 @@ bool os_zero_touched(void *addr, size_t len)
     for (uintptr_t p = start & ~(page - 1); p < end; p += BATCH * page) {
         const uintptr_t stop = p + BATCH * page < end ? p + BATCH * page : end;
         if (mincore((void *)p, stop - p, vec) != 0) {
-            /* Refused (a seccomp filter) or not memory mincore knows: the
-             * rest whole, as before this check. */
+            /* Refused (a seccomp filter) or memory mincore does not
+             * know: the rest is cleared whole, untouched pages included. */
             const uintptr_t from = p > start ? p : start;
             zero_whole((void *)from, end - from, errno);
             return all_present;
