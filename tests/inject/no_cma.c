@@ -62,7 +62,8 @@ int main(int argc, char **argv)
         REFUSE(__NR_process_vm_readv),
         REFUSE(__NR_process_vm_writev),
         REFUSE(__NR_pidfd_getfd),
-        /* Skipped (a jump over the next two) unless --mincore. */
+        /* mincore's refusal: without --mincore the compare (with ~0) never
+         * matches and jumps over it. */
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, mincore_too ? (unsigned)__NR_mincore : ~0u, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
