@@ -318,10 +318,12 @@ typedef struct os_shell {
     uint64_t data_key_addr; /* ... valid for the data's address in its owner */
     size_t data_key_len;
     uint64_t data_serial; /* names that data in the job (shell.c); 0: none */
-    /* this process's part of the data that the last free zeroed with every
-     * page present (os_shell_zero_part): pages stay once present */
-    char *zeroed_present;
-    size_t zeroed_present_len;
+    /* this process's part of the data that the last free zeroed
+     * (os_shell_zero_part), and whether every page of it was present then:
+     * pages stay once present */
+    char *zeroed;
+    size_t zeroed_len;
+    bool zeroed_present;
     /* Other nodes' data keys as the last window on this shell unpacked
      * them (net/window.c), one per rank of comm, or NULL. */
     struct os_peer_data_key *peer_data_keys;

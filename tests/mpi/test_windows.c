@@ -636,6 +636,64 @@ static void kept_data_zeroed(void)
     }
 }
 
+/* Pages of base[0, bytes) that mincore reports present, or -1. */
+static int pages_present(const void *base, size_t bytes)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t first = (uintptr_t)base & ~(page - 1);
+    const size_t n = ((uintptr_t)base + bytes - first + page - 1) / page;
+    unsigned char vec[8];
+    if (n > sizeof vec || mincore((void *)first, n * page, vec) != 0)
+        return -1;
+    int present = 0;
+    for (size_t i = 0; i < n; i++)
+        present += vec[i] & 1;
+    return present;
+}
+
+/* A small part (a page here) is checked with mincore at its first free
+ * only, then cleared whole (os_shell_zero_part): the second free of a
+ * window nobody wrote brings its page in, so that later frees skip the
+ * system call. A new communicator, so that the window gets a new shell,
+ * whose data no earlier window touched. Then the part, written, is found
+ * zero by the next window. */
+static void small_part_zeroed(void)
+{
+    const long page = sysconf(_SC_PAGESIZE);
+    struct sysinfo si;
+    const bool check_pages = sysinfo(&si) == 0 && si.totalswap == 0 &&
+                             !getenv("ONESIDED_TEST_NO_MINCORE");
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    unsigned char *first = NULL;
+    for (int round = 0; round < 4; round++) {
+        unsigned char *base;
+        MPI_Win win;
+        MPI_Win_allocate(page, 1, MPI_INFO_NULL, comm, &base, &win);
+        if (round == 0)
+            first = base;
+        CHECK(base == first, "small part round %d: the window moved (%p, first %p), so the "
+              "shell was not kept", round, (void *)base, (void *)first);
+        if (round == 3) {
+            size_t nonzero = 0;
+            for (long i = 0; i < page; i++)
+                nonzero += base[i] != 0;
+            CHECK(nonzero == 0, "small part: %zu bytes not zero after a written window", nonzero);
+        }
+        MPI_Barrier(comm);
+        if (round == 2)
+            memset(base, 0x3c, (size_t)page);
+        MPI_Barrier(comm);
+        MPI_Win_free(&win);
+        if (check_pages && round < 2) {
+            const int present = pages_present(base, (size_t)page);
+            CHECK(present == (round == 0 ? 0 : 1), "small part: after free %d, %d pages "
+                  "present (want %d; -1: mincore failed)", round, present, round == 0 ? 0 : 1);
+        }
+    }
+    MPI_Comm_free(&comm);
+}
+
 /* A freed window's data segment is kept for the next one only up to 64 MiB
  * per node. Windows above that, one after another on one communicator,
  * each get a new segment (the second used to find a released one). */
@@ -868,6 +926,7 @@ int main(int argc, char **argv)
     many_windows();
     shell_reuse();
     kept_data_zeroed();
+    small_part_zeroed();
     large_windows();
     create_edge_cases();
     access_paths();
