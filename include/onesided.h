@@ -245,6 +245,13 @@ typedef enum {
     ONESIDED_STAT_HANDLE_HINTS_SET, /* 1 for a window whose creation gave the host MPI's window
                                        handle its hints (MPI_Win_set_info on the handle): the
                                        window has hints, or the handle held others */
+    ONESIDED_STAT_ACC_FENCE_SWITCHES, /* targets on which this process's bulk accumulate was the
+                                       first: a membarrier, after which CPU-atomic accumulates
+                                       there fence (ONESIDED_ACC_MEMBARRIER) */
+    ONESIDED_STAT_FALLBACK_ACC_MEMBARRIER, /* 1 for a window whose CPU-atomic accumulates all
+                                       fence because a process of it could not register for
+                                       membarrier, plus bulk accumulates done one atomic per
+                                       element because the call failed */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

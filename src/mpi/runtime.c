@@ -353,6 +353,8 @@ void os_mpi_init(MPI_Comm comm)
     os_spin_limit = os_config.spin_count >= 0 ? os_config.spin_count
                                               : os_oversubscribed ? 16 : 2000;
     os_cma_enable();
+    /* Always: a window may ask for it by its info key. */
+    os_membarrier_register(os_config.acc_membarrier);
     os_mpi_dtype_init();
     os_backoff_hook = os_rma_wait_poll;
     start_network(probe_node_access(rank));
@@ -471,7 +473,7 @@ const char *onesided_stat_name(int stat)
         "lock_release_by_request", "lock_manager_first", "remote_mapped",
         "complete_behind_rdma", "flush_no_barrier", "lock_release_mapped",
         "complete_mapped", "data_keys_reused", "fence_mapped", "acc_host_joined", "post_mapped",
-        "handle_hints_set",
+        "handle_hints_set", "acc_fence_switches", "fallback_acc_membarrier",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

@@ -149,6 +149,30 @@ void os_acc_flag_acquire(os_win_t *w, int target)
         os_backoff_wait(&b);
 }
 
+bool os_acc_fence_switch(os_win_t *w, int target, bool wait)
+{
+    _Atomic uint64_t *f = os_acc_flag(w, target);
+    os_backoff_t b = OS_BACKOFF_INIT;
+    uint64_t was;
+    while (!os_acc_word_take(f, OS_ACC_HELD_BULK, &was)) {
+        if (was & OS_ACC_FENCED)
+            return true; /* another bulk accumulate switched it meanwhile */
+        if (!wait)
+            return false;
+        os_backoff_wait(&b);
+    }
+    /* Taken: from here every CPU-atomic accumulate that reads the flag
+     * fences. The barrier then makes the count of every one that read it
+     * zero before visible to the next bulk accumulate. */
+    const bool ok = (was & OS_ACC_FENCED) || os_membarrier();
+    if (ok && !(was & OS_ACC_FENCED))
+        OS_STAT(w, ACC_FENCE_SWITCHES, 1);
+    else if (!ok)
+        OS_STAT(w, FALLBACK_ACC_MEMBARRIER, 1);
+    atomic_store_explicit(f, ok ? OS_ACC_FENCED : was, memory_order_release);
+    return ok;
+}
+
 void os_acc_all_quiet_wait(const os_win_t *w)
 {
     os_backoff_t b = OS_BACKOFF_INIT;
@@ -494,7 +518,15 @@ static bool try_apply_bulk(os_win_t *w, int target, bool fetch, os_op_t op, os_b
     if (hold && (target != w->rank || !w->amo_own_worker || !os_ucx_worker_try_hold()))
         return false;
     bool done = false;
-    if (os_acc_word_try(os_acc_flag(w, target), OS_ACC_HELD_BULK)) {
+    _Atomic uint64_t *flag = os_acc_flag(w, target);
+    if (w->acc_fenceless &&
+        !(atomic_load_explicit(flag, memory_order_relaxed) & OS_ACC_FENCED) &&
+        !os_acc_fence_switch(w, target, false)) {
+        if (hold)
+            os_ucx_worker_release();
+        return false;
+    }
+    if (os_acc_word_try(flag, OS_ACC_HELD_BULK)) {
         if (os_acc_all_quiet(w)) {
             size_t pos = 0;
             for (uint32_t i = 0; i < nruns; pos += runs[i].len, i++) {

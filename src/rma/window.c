@@ -25,6 +25,7 @@ typedef struct {
     int32_t node;          /* world rank of the first process of its (virtual) node */
     int32_t lock, lock_policy, lock_streak; /* agreed: every locker must use one design */
     int32_t acc_direct;    /* agreed: a network atomic is atomic only if no process bulk-stores */
+    int32_t acc_fenceless; /* agreed, the lowest: 0 asked off, 1 not registered for membarrier, 2 */
     int32_t hints_stale;   /* agreed: the host handle needs the window's hints (collective) */
     uint64_t nreq_key;     /* MPI_Win_create: its key of the window in node requests */
 } peer_info_t;
@@ -328,6 +329,9 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
                           .world = world_rank, .node = sh->node_first, .lock = cfg->lock,
                           .lock_policy = cfg->lock_policy, .lock_streak = cfg->lock_streak,
                           .acc_direct = cfg->acc_direct,
+                          .acc_fenceless = !cfg->acc_membarrier         ? 0
+                                           : os_membarrier_registered() ? 2
+                                                                        : 1,
                           .hints_stale = os_shell_hints_stale(sh, hints, shared_flavor),
                           .nreq_key = flavor == OS_FLAVOR_CREATE ? os_nreq_reserve(w) : 0 };
     if (region) {
@@ -362,6 +366,7 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
 
     /* Agreed values: every process must make the same choice. */
     bool hints_stale = false;
+    int32_t fenceless = 2;
     for (int r = 0; r < w->nranks; r++) {
         hints_stale |= all[r].hints_stale != 0;
         if (all[r].fence_defer)
@@ -374,7 +379,15 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
             w->cfg.lock_streak = all[r].lock_streak;
         if (!all[r].acc_direct)
             w->cfg.acc_direct = 0;
+        if (all[r].acc_fenceless < fenceless)
+            fenceless = all[r].acc_fenceless;
     }
+    /* Only where every process's threads take part in the bulk side's
+     * membarrier may the main threads' counts skip the fence (os_rma.h). */
+    w->cfg.acc_membarrier = fenceless > 0;
+    w->acc_fenceless = fenceless == 2;
+    if (fenceless == 1)
+        OS_STAT(w, FALLBACK_ACC_MEMBARRIER, 1);
     /* Direct accumulates change target memory with network atomics, which
      * cannot take part in the bulk accumulate's handshake (ops.c): on a
      * window that has them, every accumulate stays one atomic per element.

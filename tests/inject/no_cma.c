@@ -5,7 +5,8 @@
  *
  *   no_cma COMMAND [ARG...]
  *
- *   no_cma --mincore COMMAND [ARG...]   mincore refused too (EPERM)
+ *   no_cma --mincore COMMAND [ARG...]     mincore refused too (EPERM)
+ *   no_cma --membarrier COMMAND [ARG...]  membarrier refused too (EPERM)
  *
  * The filter is inherited across fork and exec and cannot be lifted, so a
  * whole test suite (ctest, mpiexec, its proxies, every rank) runs under it.
@@ -41,13 +42,17 @@
 
 int main(int argc, char **argv)
 {
-    const bool mincore_too = argc > 1 && !strcmp(argv[1], "--mincore");
-    if (mincore_too) {
-        argv++;
-        argc--;
+    bool mincore_too = false, membarrier_too = false, unknown = false;
+    for (; argc > 1 && !strncmp(argv[1], "--", 2); argv++, argc--) {
+        if (!strcmp(argv[1], "--mincore"))
+            mincore_too = true;
+        else if (!strcmp(argv[1], "--membarrier"))
+            membarrier_too = true;
+        else
+            unknown = true;
     }
-    if (argc < 2) {
-        fprintf(stderr, "usage: no_cma [--mincore] COMMAND [ARG...]\n"
+    if (unknown || argc < 2) {
+        fprintf(stderr, "usage: no_cma [--mincore] [--membarrier] COMMAND [ARG...]\n"
                         "Runs COMMAND with process_vm_readv/writev and pidfd_getfd refused "
                         "(EPERM), as in a Docker container.\n");
         return 2;
@@ -62,10 +67,10 @@ int main(int argc, char **argv)
         REFUSE(__NR_process_vm_readv),
         REFUSE(__NR_process_vm_writev),
         REFUSE(__NR_pidfd_getfd),
-        /* mincore's refusal: without --mincore the compare (with ~0) never
-         * matches and jumps over it. */
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, mincore_too ? (unsigned)__NR_mincore : ~0u, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        /* The optional refusals: without their option the compare (with
+         * ~0) never matches and jumps over it. */
+        REFUSE(mincore_too ? (unsigned)__NR_mincore : ~0u),
+        REFUSE(membarrier_too ? (unsigned)__NR_membarrier : ~0u),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog prog = { .len = sizeof filter / sizeof filter[0], .filter = filter };
@@ -80,6 +85,8 @@ int main(int argc, char **argv)
     setenv("ONESIDED_TEST_NO_CMA", "1", 1);
     if (mincore_too)
         setenv("ONESIDED_TEST_NO_MINCORE", "1", 1);
+    if (membarrier_too)
+        setenv("ONESIDED_TEST_NO_MEMBARRIER", "1", 1);
     execvp(argv[1], argv + 1);
     fprintf(stderr, "no_cma: %s: %s\n", argv[1], strerror(errno));
     return 127;

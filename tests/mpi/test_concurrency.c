@@ -3,6 +3,8 @@
  * never see a torn pair. On every flavor (atomics, mutex and CMA paths). */
 #include "common.h"
 
+#include "onesided.h"
+
 enum { ROUNDS = 300 };
 
 static void totals(int flavor)
@@ -166,6 +168,76 @@ static void bulk_mixed(int flavor)
     t_win_free(&t);
 }
 
+/* The first bulk accumulate on a target makes that target's CPU-atomic
+ * accumulates fence from then on (ONESIDED_ACC_MEMBARRIER,
+ * os_acc_fence_switch): single-element accumulates switch nothing, one
+ * bulk accumulate switches its target once, a second one finds it
+ * switched. Where membarrier is refused (no_cma --membarrier), or
+ * ONESIDED_ACC_MEMBARRIER=0, nothing switches, and a refusal is counted on
+ * every process. Where an accumulate does not go bulk (memory reached by
+ * CMA, network atomics) there is nothing to switch either. */
+static void fence_switch(int flavor)
+{
+    const char *asked = getenv("ONESIDED_ACC_MEMBARRIER");
+    const bool refused = getenv("ONESIDED_TEST_NO_MEMBARRIER") != NULL;
+    const bool off = asked && !strcmp(asked, "0"), fenceless = !refused && !off;
+    const int root = 0, bulker = t_size - 1;
+    t_win_t t = t_win_make(flavor, BULK_N * 8, MPI_INFO_NULL);
+    int64_t *ones = malloc(BULK_N * sizeof *ones), one = 1, old;
+    onesided_win_stats_t s0, s1, s2;
+    for (int i = 0; i < BULK_N; i++)
+        ones[i] = 1;
+    onesided_win_get_stats(t.win, &s0);
+    MPI_Win_lock_all(0, t.win);
+    for (int i = 0; i < 16; i++) {
+        MPI_Accumulate(&one, 1, MPI_INT64_T, root, t_disp(&t, root, 8 * i), 1, MPI_INT64_T,
+                       MPI_SUM, t.win);
+        MPI_Fetch_and_op(&one, &old, MPI_INT64_T, root, t_disp(&t, root, 8 * i), MPI_SUM, t.win);
+    }
+    MPI_Win_flush_all(t.win);
+    onesided_win_get_stats(t.win, &s1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == bulker)
+        for (int k = 0; k < 2; k++) {
+            MPI_Accumulate(ones, BULK_N, MPI_INT64_T, root, t_disp(&t, root, 0), BULK_N,
+                           MPI_INT64_T, MPI_SUM, t.win);
+            MPI_Win_flush(root, t.win);
+        }
+    MPI_Win_unlock_all(t.win);
+    onesided_win_get_stats(t.win, &s2);
+    const uint64_t small_switches = s1.counter[ONESIDED_STAT_ACC_FENCE_SWITCHES] -
+                                    s0.counter[ONESIDED_STAT_ACC_FENCE_SWITCHES];
+    const uint64_t switches = s2.counter[ONESIDED_STAT_ACC_FENCE_SWITCHES] -
+                              s1.counter[ONESIDED_STAT_ACC_FENCE_SWITCHES];
+    const bool went_bulk = s2.counter[ONESIDED_STAT_ACC_BULK_ELEMS] >
+                           s1.counter[ONESIDED_STAT_ACC_BULK_ELEMS];
+    CHECK(small_switches == 0, "%s: single-element accumulates switched %llu targets",
+          flavor_name[flavor], (unsigned long long)small_switches);
+    /* The process that went bulk switched: the origin, or the target
+     * where it served them as requests. */
+    const uint64_t want = went_bulk && fenceless ? 1 : 0;
+    CHECK(switches == want, "%s: %llu fence switches on rank %d after two bulk accumulates "
+          "(want %llu; bulk here %d)", flavor_name[flavor], (unsigned long long)switches, t_rank,
+          (unsigned long long)want, went_bulk);
+    const uint64_t fallback = s2.counter[ONESIDED_STAT_FALLBACK_ACC_MEMBARRIER];
+    CHECK(fallback == (refused && !off ? 1u : 0u), "%s: fallback_acc_membarrier %llu "
+          "(membarrier %s)", flavor_name[flavor], (unsigned long long)fallback,
+          refused ? "refused" : "allowed");
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == root) {
+        int bad = 0;
+        for (int i = 0; i < BULK_N; i++) {
+            int64_t v;
+            memcpy(&v, t.base + 8 * i, 8);
+            bad += v != (i < 16 ? 2 * t_size : 0) + 2;
+        }
+        CHECK(!bad, "%s: %d of %d words wrong after the switch", flavor_name[flavor], bad,
+              BULK_N);
+    }
+    free(ones);
+    t_win_free(&t);
+}
+
 /* MPI_Win_create over a block in the heap: its first and last page hold
  * other objects and stay private (CMA), the pages inside are made shareable
  * and mapped by the node's processes (a block that starts on a page, head 0,
@@ -256,6 +328,7 @@ int main(int argc, char **argv)
         totals(f);
         exclusion(f);
         bulk_mixed(f);
+        fence_switch(f);
     }
     heap_block(0);
     heap_block(64);
