@@ -473,7 +473,7 @@ const char *onesided_stat_name(int stat)
         "lock_release_by_request", "lock_manager_first", "remote_mapped",
         "complete_behind_rdma", "flush_no_barrier", "lock_release_mapped",
         "complete_mapped", "data_keys_reused", "fence_mapped", "acc_host_joined", "post_mapped",
-        "handle_hints_set", "acc_fence_switches", "fallback_acc_membarrier",
+        "handle_hints_set", "acc_fence_switches", "acc_unfenced", "fallback_acc_membarrier",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

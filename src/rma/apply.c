@@ -142,35 +142,41 @@ void os_acc_mutex_acquire(os_win_t *w, int target, uint64_t how)
         os_backoff_wait(&b);
 }
 
-void os_acc_flag_acquire(os_win_t *w, int target)
+uint64_t os_acc_flag_acquire(os_win_t *w, int target)
 {
-    os_backoff_t b = OS_BACKOFF_INIT;
-    while (!os_acc_word_try(os_acc_flag(w, target), OS_ACC_HELD_BULK))
-        os_backoff_wait(&b);
-}
-
-bool os_acc_fence_switch(os_win_t *w, int target, bool wait)
-{
-    _Atomic uint64_t *f = os_acc_flag(w, target);
     os_backoff_t b = OS_BACKOFF_INIT;
     uint64_t was;
-    while (!os_acc_word_take(f, OS_ACC_HELD_BULK, &was)) {
-        if (was & OS_ACC_FENCED)
-            return true; /* another bulk accumulate switched it meanwhile */
-        if (!wait)
-            return false;
+    while (!os_acc_word_take(os_acc_flag(w, target), OS_ACC_HELD_BULK, &was))
         os_backoff_wait(&b);
-    }
-    /* Taken: from here every CPU-atomic accumulate that reads the flag
-     * fences. The barrier then makes the count of every one that read it
-     * zero before visible to the next bulk accumulate. */
-    const bool ok = (was & OS_ACC_FENCED) || os_membarrier();
-    if (ok && !(was & OS_ACC_FENCED))
-        OS_STAT(w, ACC_FENCE_SWITCHES, 1);
-    else if (!ok)
+    return was;
+}
+
+bool os_acc_fence_switch(os_win_t *w, int target, uint64_t was)
+{
+    /* The flag is taken (non-zero): from here every CPU-atomic accumulate
+     * that reads it fences. The barrier makes the count of every one that
+     * read it zero before visible to the bulk side's read of the counts. */
+    _Atomic uint64_t *f = os_acc_flag(w, target);
+    if (!os_membarrier()) {
         OS_STAT(w, FALLBACK_ACC_MEMBARRIER, 1);
-    atomic_store_explicit(f, ok ? OS_ACC_FENCED : was, memory_order_release);
-    return ok;
+        atomic_store_explicit(f, was, memory_order_release);
+        return false;
+    }
+    OS_STAT(w, ACC_FENCE_SWITCHES, 1);
+    atomic_store_explicit(f, OS_ACC_FENCED | OS_ACC_HELD_BULK, memory_order_relaxed);
+    return true;
+}
+
+void os_acc_unfence(os_win_t *w, int target)
+{
+    /* Only from fenced and free: a holder (a bulk accumulate, a switch in
+     * progress) keeps it. Safe at any time, since every bulk accumulate
+     * decides on the value it took the flag from (os_acc_bulk_enter). */
+    uint64_t fenced = OS_ACC_FENCED;
+    w->acc_fenced_entries = 0;
+    if (atomic_compare_exchange_strong_explicit(os_acc_flag(w, target), &fenced, 0,
+                                                memory_order_relaxed, memory_order_relaxed))
+        OS_STAT(w, ACC_UNFENCED, 1);
 }
 
 void os_acc_all_quiet_wait(const os_win_t *w)
@@ -324,7 +330,7 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
     char *obuf = NULL, *fbuf = NULL, *tbuf = NULL, *fdata = NULL;
     os_peer_t *p = &w->peers[op->target];
     os_acc_mode_t mode = os_acc_mode(w, op->target, taddr, tt);
-    const bool bulk = mode == OS_ACC_ATOMIC && os_acc_bulk(w, op->target, bytes);
+    bool bulk = mode == OS_ACC_ATOMIC && os_acc_bulk(w, op->target, bytes);
     bool locked = false, atomic_entered = false, bulk_entered = false;
     cma_runs_t edges = { 0 };
 
@@ -352,10 +358,10 @@ os_status_t os_apply_accumulate(os_win_t *w, const os_rma_op_t *op, char *taddr)
         os_acc_mutex_acquire(w, op->target, OS_ACC_HELD);
         locked = true;
         OS_STAT(w, FALLBACK_ACC_MUTEX, 1);
-    } else if (bulk) {
-        os_acc_bulk_enter(w, op->target);
+    } else if (bulk && os_acc_bulk_enter(w, op->target)) {
         bulk_entered = true;
     } else if (mode == OS_ACC_ATOMIC) {
+        bulk = false; /* where os_acc_bulk_enter could not */
         os_acc_atomic_enter(w, op->target);
         atomic_entered = true;
     }
@@ -518,15 +524,9 @@ static bool try_apply_bulk(os_win_t *w, int target, bool fetch, os_op_t op, os_b
     if (hold && (target != w->rank || !w->amo_own_worker || !os_ucx_worker_try_hold()))
         return false;
     bool done = false;
-    _Atomic uint64_t *flag = os_acc_flag(w, target);
-    if (w->acc_fenceless &&
-        !(atomic_load_explicit(flag, memory_order_relaxed) & OS_ACC_FENCED) &&
-        !os_acc_fence_switch(w, target, false)) {
-        if (hold)
-            os_ucx_worker_release();
-        return false;
-    }
-    if (os_acc_word_try(flag, OS_ACC_HELD_BULK)) {
+    uint64_t was;
+    if (os_acc_word_take(os_acc_flag(w, target), OS_ACC_HELD_BULK, &was) &&
+        (!w->acc_fenceless || (was & OS_ACC_FENCED) || os_acc_fence_switch(w, target, was))) {
         if (os_acc_all_quiet(w)) {
             size_t pos = 0;
             for (uint32_t i = 0; i < nruns; pos += runs[i].len, i++) {

@@ -338,8 +338,17 @@ static void acc_bulk_contig(os_win_t *w, int target, os_op_t rop, const os_dtype
 {
     const size_t e = t->basic_size;
     os_reduce_fn loop = origin ? os_reduce_loop(rop, (os_basic_t)t->basic, e) : NULL;
+    if (!os_acc_bulk_enter(w, target)) {
+        /* CPU-atomic accumulates could not be made to fence: one atomic
+         * per element, as below the bulk threshold. */
+        os_acc_atomic_enter(w, target);
+        os_reduce_atomic(origin ? rop : OS_OP_NO_OP, (os_basic_t)t->basic, e, taddr, origin,
+                         fetch, count);
+        os_acc_atomic_exit(w);
+        OS_STAT(w, ACC_ATOMIC_ELEMS, count);
+        return;
+    }
     w->stores_unordered = true;
-    os_acc_bulk_enter(w, target);
     if (fetch)
         os_copy(fetch, taddr, count * e);
     if (loop)
@@ -472,8 +481,10 @@ mapped_acc(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t, si
     if (w->acc_host)
         os_acc_atomic_exit(w);
     /* Every update of the target was a locked instruction after every
-     * earlier store (os_flush_barrier), as on the node path. */
-    w->stores_unordered = false;
+     * earlier store (os_flush_barrier), as on the node path; a NO_OP
+     * fetch is a plain load, which drains nothing. */
+    if (rop != OS_OP_NO_OP || kind == OS_RMA_CAS)
+        w->stores_unordered = false;
     if (count == 1)
         OS_STAT(w, ACC_DIRECT, 1);
     return true;
@@ -664,9 +675,12 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
             os_reduce_atomic(rop, (os_basic_t)t->basic, e, taddr, origin,
                              fetch ? result : NULL, count);
         os_acc_atomic_exit(w);
-        /* Entering was a locked instruction after every earlier store, and
-         * every update of the target since one too (os_flush_barrier). */
-        w->stores_unordered = false;
+        /* The update of the target was a locked instruction after every
+         * earlier store (os_flush_barrier). Entering need not have been
+         * one (a fenceless count, os_acc_atomic_try_enter), and a NO_OP
+         * fetch is a plain load: those leave the stores as they were. */
+        if (rop != OS_OP_NO_OP || kind == OS_RMA_CAS)
+            w->stores_unordered = false;
         OS_STAT(w, ACC_ATOMIC_ELEMS, count);
         return true;
     }

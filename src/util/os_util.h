@@ -130,9 +130,10 @@ void os_log_set_rank(int rank);
     X(acc_membarrier, int, "ONESIDED_ACC_MEMBARRIER", "onesided_acc_membarrier", "1",        \
       "1 = a CPU-atomic accumulate (fetch_and_op, compare_and_swap, small accumulates) of "    \
       "the main thread tells large ones it runs with a plain store, and the first large "     \
-      "accumulate on a target makes the others fence from then on with a membarrier system " \
-      "call (about 12 us once; stat acc_fence_switches), which saves every small accumulate "  \
-      "a locked instruction; 0 = every CPU-atomic accumulate fences. Needs every process of "   \
+      "accumulate on a target makes the others fence with a membarrier system call (about "  \
+      "12 us; stat acc_fence_switches) until 16384 fenced ones clear it again (stat "         \
+      "acc_unfenced), which saves every small accumulate a locked instruction; 0 = every "    \
+      "CPU-atomic accumulate fences. Needs every process of "                                 \
       "the window registered for membarrier at MPI_Init (stat fallback_acc_membarrier). "     \
       "Agreed at window creation (any process asking for 0 wins).")                            \
     X(acc_direct, int, "ONESIDED_ACC_DIRECT", "onesided_acc_direct", "1",                    \

@@ -87,6 +87,10 @@ static void decisions(bool vnode)
             { "four-element get", { 5, -1 }, true, false },
             { "put, then fetch_and_op", { 4, 0, -1 }, false, false },
             { "fetch_and_op, then put", { 0, 4, -1 }, true, false },
+            /* A NO_OP fetch is a plain load, and entering the atomic
+             * section need not be a locked instruction (a fenceless count):
+             * the put's store may still be in the store buffer. */
+            { "put, then a NO_OP fetch_and_op", { 4, 7, -1 }, true, false },
             { "bulk accumulate of 64 elements", { 6, -1 }, true, true },
         };
         MPI_Win_lock_all(0, win);
@@ -113,6 +117,7 @@ static void decisions(bool vnode)
                 case 4: MPI_Put(&one, 1, MPI_LONG, 1, 4, 1, MPI_LONG, win); break;
                 case 5: MPI_Get(r, 4, MPI_LONG, 1, 8, 4, MPI_LONG, win); break;
                 case 6: MPI_Accumulate(big, 64, MPI_LONG, 1, 64, 64, MPI_LONG, MPI_SUM, win); break;
+                case 7: MPI_Fetch_and_op(NULL, r, MPI_LONG, 1, 0, MPI_NO_OP, win); break;
                 }
             }
             MPI_Win_flush(1, win);

@@ -387,10 +387,8 @@ static os_status_t acc_in_place(os_win_t *w, const os_rma_op_t *op, char *taddr,
      * process joined the handshake (acc_host), else one CPU atomic per
      * element, inside the handshake where this process joined it; one call
      * per copy of the type, scattered runs prefetched (os_reduce_runs). */
-    const bool bulk = os_acc_bulk(w, op->target, bytes);
-    if (bulk)
-        os_acc_bulk_enter(w, op->target);
-    else if (w->acc_host)
+    bool bulk = os_acc_bulk(w, op->target, bytes) && os_acc_bulk_enter(w, op->target);
+    if (!bulk && w->acc_host)
         os_acc_atomic_enter(w, op->target);
     if (tt->contig) {
         const os_block_t whole = { tt->blocks[0].disp, bytes };
