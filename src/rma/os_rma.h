@@ -771,10 +771,10 @@ OS_HOT bool os_acc_own_count(void)
  * fenced and free is cleared (os_acc_unfence), so that a window whose
  * large accumulates came once (a sweep of sizes, an initialization) does
  * not fence its small ones for the rest of its life. The next bulk
- * accumulate there pays a membarrier again: 11-14 us here against 4 ns
- * saved per small one, so at most about 1 ns per small accumulate where
- * the two alternate. */
-enum { OS_ACC_UNFENCE_AFTER = 1 << 14 };
+ * accumulate there pays a membarrier again: 11-14 us here, about 3 ns
+ * spread over the small ones where the two alternate, which is what
+ * fencing each of them costs (4 ns). */
+enum { OS_ACC_UNFENCE_AFTER = 1 << 12 };
 
 /* apply.c */
 void os_acc_unfence(os_win_t *w, int target);
@@ -785,16 +785,21 @@ OS_HOT bool os_acc_atomic_try_enter(os_win_t *w, int target)
         _Atomic uint64_t *c = w->acc_mine_main;
         uint64_t n = atomic_load_explicit(c, memory_order_relaxed);
         if (w->acc_fenceless) {
-            atomic_store_explicit(c, n + 1, memory_order_relaxed);
-            /* The compiler keeps the store before the load; the CPU need
-             * not (above). */
-            atomic_signal_fence(memory_order_seq_cst);
-            const uint64_t flag =
-                atomic_load_explicit(os_acc_flag(w, target), memory_order_relaxed);
-            if (flag == 0)
-                return true;
-            if (flag == OS_ACC_FENCED && ++w->acc_fenced_entries >= OS_ACC_UNFENCE_AFTER)
+            /* A first look keeps a fenced target's entry at the exchange
+             * alone; the load after the store decides. */
+            _Atomic uint64_t *f = os_acc_flag(w, target);
+            uint64_t flag = atomic_load_explicit(f, memory_order_relaxed);
+            if (flag == 0) {
+                atomic_store_explicit(c, n + 1, memory_order_relaxed);
+                /* The compiler keeps the store before the load; the CPU
+                 * need not (above). */
+                atomic_signal_fence(memory_order_seq_cst);
+                if (atomic_load_explicit(f, memory_order_relaxed) == 0)
+                    return true;
+            } else if (flag == OS_ACC_FENCED &&
+                       ++w->acc_fenced_entries >= OS_ACC_UNFENCE_AFTER) {
                 os_acc_unfence(w, target);
+            }
         }
         atomic_exchange_explicit(c, n + 1, memory_order_seq_cst);
         if (!os_acc_bulk_running(w, target))

@@ -131,7 +131,7 @@ void os_log_set_rank(int rank);
       "1 = a CPU-atomic accumulate (fetch_and_op, compare_and_swap, small accumulates) of "    \
       "the main thread tells large ones it runs with a plain store, and the first large "     \
       "accumulate on a target makes the others fence with a membarrier system call (about "  \
-      "12 us; stat acc_fence_switches) until 16384 fenced ones clear it again (stat "         \
+      "12 us; stat acc_fence_switches) until 4096 fenced ones clear it again (stat "         \
       "acc_unfenced), which saves every small accumulate a locked instruction; 0 = every "    \
       "CPU-atomic accumulate fences. Needs every process of "                                 \
       "the window registered for membarrier at MPI_Init (stat fallback_acc_membarrier). "     \

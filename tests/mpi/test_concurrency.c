@@ -220,7 +220,7 @@ static void fence_switch(int flavor)
           "(want %llu; bulk here %d)", flavor_name[flavor], (unsigned long long)switches, t_rank,
           (unsigned long long)want, went_bulk);
     /* Where the bulker switched its target itself, its own CPU-atomic
-     * accumulates there fence now; after 16384 of them it clears the flag
+     * accumulates there fence now; after 4096 of them it clears the flag
      * (acc_unfenced), and its next bulk accumulate switches again. */
     MPI_Barrier(MPI_COMM_WORLD);
     int again = t_rank == bulker && switches == 1;
@@ -229,13 +229,13 @@ static void fence_switch(int flavor)
         onesided_win_stats_t s3;
         MPI_Win_lock_all(0, t.win);
         if (t_rank == bulker) {
-            for (int i = 0; i < 16385; i++)
+            for (int i = 0; i < 4097; i++)
                 MPI_Fetch_and_op(&one, &old, MPI_INT64_T, root, t_disp(&t, root, 8 * 16),
                                  MPI_SUM, t.win);
             MPI_Win_flush(root, t.win);
             onesided_win_get_stats(t.win, &s3);
             CHECK(s3.counter[ONESIDED_STAT_ACC_UNFENCED] == 1, "%s: acc_unfenced %llu after "
-                  "16385 fenced fetch_and_ops", flavor_name[flavor],
+                  "4097 fenced fetch_and_ops", flavor_name[flavor],
                   (unsigned long long)s3.counter[ONESIDED_STAT_ACC_UNFENCED]);
             MPI_Accumulate(ones, BULK_N, MPI_INT64_T, root, t_disp(&t, root, 0), BULK_N,
                            MPI_INT64_T, MPI_SUM, t.win);
@@ -258,7 +258,7 @@ static void fence_switch(int flavor)
         for (int i = 0; i < BULK_N; i++) {
             int64_t v;
             memcpy(&v, t.base + 8 * i, 8);
-            bad += v != (i < 16 ? 2 * t_size : i == 16 && again ? 16385 : 0) + 2 + again;
+            bad += v != (i < 16 ? 2 * t_size : i == 16 && again ? 4097 : 0) + 2 + again;
         }
         CHECK(!bad, "%s: %d of %d words wrong after the switch", flavor_name[flavor], bad,
               BULK_N);
