@@ -248,8 +248,9 @@ typedef enum {
     ONESIDED_STAT_ACC_FENCE_SWITCHES, /* targets on which this process's bulk accumulate was the
                                        first: a membarrier, after which CPU-atomic accumulates
                                        there fence (ONESIDED_ACC_MEMBARRIER) */
-    ONESIDED_STAT_ACC_UNFENCED,     /* ... targets this process cleared again after 4096 fenced
-                                       CPU-atomic accumulates (the next bulk one switches anew) */
+    ONESIDED_STAT_ACC_UNFENCED,     /* ... targets this process cleared again after 256 to 65536
+                                       fenced CPU-atomic accumulates, a number that adapts to how
+                                       soon bulk ones come back (the next one switches anew) */
     ONESIDED_STAT_FALLBACK_ACC_MEMBARRIER, /* 1 for a window whose CPU-atomic accumulates all
                                        fence because a process of it could not register for
                                        membarrier, plus bulk accumulates done one atomic per

@@ -175,8 +175,25 @@ void os_acc_unfence(os_win_t *w, int target)
     uint64_t fenced = OS_ACC_FENCED;
     w->acc_fenced_entries = 0;
     if (atomic_compare_exchange_strong_explicit(os_acc_flag(w, target), &fenced, 0,
-                                                memory_order_relaxed, memory_order_relaxed))
+                                                memory_order_relaxed, memory_order_relaxed)) {
         OS_STAT(w, ACC_UNFENCED, 1);
+        w->acc_unfenced_by_me = true;
+        w->acc_fenceless_run = 0;
+    }
+}
+
+void os_acc_refenced(os_win_t *w)
+{
+    /* A target this process cleared (any of the window's, counted
+     * together) was fenced again: the fenceless entries since measure what
+     * clearing saved against the membarrier it cost. */
+    w->acc_unfenced_by_me = false;
+    if (w->acc_fenceless_run < OS_ACC_REFENCE_SOON)
+        w->acc_unfence_after = w->acc_unfence_after < OS_ACC_UNFENCE_MAX / 2
+                                   ? 2 * w->acc_unfence_after
+                                   : OS_ACC_UNFENCE_MAX;
+    else if (w->acc_unfence_after > OS_ACC_UNFENCE_MIN)
+        w->acc_unfence_after /= 2;
 }
 
 void os_acc_all_quiet_wait(const os_win_t *w)

@@ -383,7 +383,13 @@ typedef struct os_win {
      * its flag, joined count and counts (acc_host_join, net/window.c). */
     _Atomic uint64_t *acc_mine, *acc_mine_main;
     bool acc_fenceless; /* agreed: the main thread's count takes no fence (membarrier) */
-    uint32_t acc_fenced_entries; /* main thread's, since the last os_acc_unfence */
+    /* The main thread's unfencing (os_acc_unfence): fenced entries since
+     * the last one, how many clear the flag, and whether it cleared one
+     * and how many fenceless entries it has made since. */
+    uint32_t acc_fenced_entries;
+    uint32_t acc_unfence_after;
+    bool acc_unfenced_by_me;
+    uint64_t acc_fenceless_run;
     bool acc_host;
     _Atomic uint64_t **acc_host_units; /* [nranks] */
     _Atomic uint64_t *post; /* [nranks][post_stride]: post[o][t] counts posts by t for o */
@@ -767,17 +773,26 @@ OS_HOT bool os_acc_own_count(void)
     return os_main_thread && !os_threaded;
 }
 
-/* After this many fenced entries of the main thread, the flag they found
- * fenced and free is cleared (os_acc_unfence), so that a window whose
- * large accumulates came once (a sweep of sizes, an initialization) does
- * not fence its small ones for the rest of its life. The next bulk
- * accumulate there pays a membarrier again: 11-14 us here, about 3 ns
- * spread over the small ones where the two alternate, which is what
- * fencing each of them costs (4 ns). */
-enum { OS_ACC_UNFENCE_AFTER = 1 << 12 };
+/* After acc_unfence_after fenced entries, the main thread clears the flag
+ * it found fenced and free (os_acc_unfence), so that a window whose large
+ * accumulates came once (a sweep of sizes, an initialization) does not
+ * fence its small ones for the rest of its life. The next bulk accumulate
+ * there pays a membarrier again: 11-14 us here, what about 3500 small
+ * ones save by not fencing (4 ns each). So the threshold adapts, per window
+ * (os_acc_refenced): it starts low, doubles whenever the target was fenced
+ * again within OS_ACC_REFENCE_SOON fenceless entries (clearing did not pay
+ * for its membarrier), and halves when it paid. Where the two sizes
+ * alternate it grows until the small ones stay fenced; where the large
+ * ones are rare, they stop fencing after a few hundred. */
+enum {
+    OS_ACC_UNFENCE_MIN = 1 << 8,
+    OS_ACC_UNFENCE_MAX = 1 << 16,
+    OS_ACC_REFENCE_SOON = 1 << 12,
+};
 
 /* apply.c */
 void os_acc_unfence(os_win_t *w, int target);
+void os_acc_refenced(os_win_t *w);
 
 OS_HOT bool os_acc_atomic_try_enter(os_win_t *w, int target)
 {
@@ -794,11 +809,15 @@ OS_HOT bool os_acc_atomic_try_enter(os_win_t *w, int target)
                 /* The compiler keeps the store before the load; the CPU
                  * need not (above). */
                 atomic_signal_fence(memory_order_seq_cst);
-                if (atomic_load_explicit(f, memory_order_relaxed) == 0)
+                if (atomic_load_explicit(f, memory_order_relaxed) == 0) {
+                    w->acc_fenceless_run++;
                     return true;
-            } else if (flag == OS_ACC_FENCED &&
-                       ++w->acc_fenced_entries >= OS_ACC_UNFENCE_AFTER) {
-                os_acc_unfence(w, target);
+                }
+            } else if (flag == OS_ACC_FENCED) {
+                if (w->acc_unfenced_by_me)
+                    os_acc_refenced(w);
+                if (++w->acc_fenced_entries >= w->acc_unfence_after)
+                    os_acc_unfence(w, target);
             }
         }
         atomic_exchange_explicit(c, n + 1, memory_order_seq_cst);

@@ -386,6 +386,7 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
      * membarrier may the main threads' counts skip the fence (os_rma.h). */
     w->cfg.acc_membarrier = fenceless > 0;
     w->acc_fenceless = fenceless == 2;
+    w->acc_unfence_after = OS_ACC_UNFENCE_MIN;
     if (fenceless == 1)
         OS_STAT(w, FALLBACK_ACC_MEMBARRIER, 1);
     /* Direct accumulates change target memory with network atomics, which

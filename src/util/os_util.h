@@ -128,14 +128,15 @@ void os_log_set_rank(int rank);
       "times the bandwidth of one atomic per element); -1 = automatic (16 bytes per process " \
       "of the node, from 32 to 512), 0 = always one atomic per element.")                     \
     X(acc_membarrier, int, "ONESIDED_ACC_MEMBARRIER", "onesided_acc_membarrier", "1",        \
-      "1 = a CPU-atomic accumulate (fetch_and_op, compare_and_swap, small accumulates) of "    \
-      "the main thread tells large ones it runs with a plain store, and the first large "     \
+      "1 = a CPU-atomic accumulate (fetch_and_op, compare_and_swap, small accumulates) of "  \
+      "the main thread tells large ones it runs with a plain store, and the first large "    \
       "accumulate on a target makes the others fence with a membarrier system call (about "  \
-      "12 us; stat acc_fence_switches) until 4096 fenced ones clear it again (stat "         \
-      "acc_unfenced), which saves every small accumulate a locked instruction; 0 = every "    \
-      "CPU-atomic accumulate fences. Needs every process of "                                 \
-      "the window registered for membarrier at MPI_Init (stat fallback_acc_membarrier). "     \
-      "Agreed at window creation (any process asking for 0 wins).")                            \
+      "12 us; stat acc_fence_switches) until enough fenced ones clear it again (stat "       \
+      "acc_unfenced: 256 at first, twice as many each time the target is fenced again soon " \
+      "after, up to 65536), which saves every small accumulate a locked instruction; 0 = "   \
+      "every CPU-atomic accumulate fences. Needs every process of the window registered "  \
+      "for membarrier at MPI_Init (stat fallback_acc_membarrier). Agreed at window creation " \
+      "(any process asking for 0 wins).")                                                    \
     X(acc_direct, int, "ONESIDED_ACC_DIRECT", "onesided_acc_direct", "1",                    \
       "Direct accumulate (paper 001) for windows spanning nodes: one element of 4 or 8 bytes "  \
       "to another node's memory (Fetch_and_op, Compare_and_swap, Get_accumulate and "          \

@@ -168,6 +168,24 @@ static void bulk_mixed(int flavor)
     t_win_free(&t);
 }
 
+/* fence_switch's unfencing steps on one target, after the switch: the
+ * first 256 fenced fetch_and_ops clear the flag (acc_unfenced), and the
+ * next bulk accumulate switches again. Fenced again right away, the
+ * threshold doubles to 512; after 4096 fenceless ones (clearing paid for
+ * its membarrier) it halves back to 256 (os_acc_refenced). */
+static const struct {
+    int fops;          /* fetch_and_ops */
+    uint64_t unfenced; /* acc_unfenced after them */
+    int switches;      /* of a bulk accumulate after them; -1: none */
+} unfence_step[] = {
+    { 257, 1, 1 },  /* the 256th clears, the 257th is fenceless */
+    { 257, 1, 0 },  /* fenced again at once: 512 now */
+    { 254, 1, -1 }, /* 511 fenced */
+    { 1, 2, -1 },   /* the 512th clears */
+    { 4096, 2, 1 }, /* fenceless */
+    { 256, 3, 1 },  /* clearing paid: 256 again */
+};
+
 /* The first bulk accumulate on a target makes that target's CPU-atomic
  * accumulates fence from then on (ONESIDED_ACC_MEMBARRIER,
  * os_acc_fence_switch): single-element accumulates switch nothing, one
@@ -220,31 +238,39 @@ static void fence_switch(int flavor)
           "(want %llu; bulk here %d)", flavor_name[flavor], (unsigned long long)switches, t_rank,
           (unsigned long long)want, went_bulk);
     /* Where the bulker switched its target itself, its own CPU-atomic
-     * accumulates there fence now; after 4096 of them it clears the flag
-     * (acc_unfenced), and its next bulk accumulate switches again. */
+     * accumulates there fence now, and clear it (unfence_step). */
     MPI_Barrier(MPI_COMM_WORLD);
     int again = t_rank == bulker && switches == 1;
     MPI_Bcast(&again, 1, MPI_INT, bulker, MPI_COMM_WORLD);
     if (again) {
-        onesided_win_stats_t s3;
         MPI_Win_lock_all(0, t.win);
         if (t_rank == bulker) {
-            for (int i = 0; i < 4097; i++)
-                MPI_Fetch_and_op(&one, &old, MPI_INT64_T, root, t_disp(&t, root, 8 * 16),
-                                 MPI_SUM, t.win);
-            MPI_Win_flush(root, t.win);
-            onesided_win_get_stats(t.win, &s3);
-            CHECK(s3.counter[ONESIDED_STAT_ACC_UNFENCED] == 1, "%s: acc_unfenced %llu after "
-                  "4097 fenced fetch_and_ops", flavor_name[flavor],
-                  (unsigned long long)s3.counter[ONESIDED_STAT_ACC_UNFENCED]);
-            MPI_Accumulate(ones, BULK_N, MPI_INT64_T, root, t_disp(&t, root, 0), BULK_N,
-                           MPI_INT64_T, MPI_SUM, t.win);
-            MPI_Win_flush(root, t.win);
-            onesided_win_get_stats(t.win, &s3);
-            CHECK(s3.counter[ONESIDED_STAT_ACC_FENCE_SWITCHES] -
-                          s1.counter[ONESIDED_STAT_ACC_FENCE_SWITCHES] == 2,
-                  "%s: the bulk accumulate after the flag was cleared did not switch again",
-                  flavor_name[flavor]);
+            int64_t total = 0;
+            for (size_t k = 0; k < sizeof unfence_step / sizeof *unfence_step; k++) {
+                onesided_win_stats_t s3;
+                for (int i = 0; i < unfence_step[k].fops; i++, total++)
+                    MPI_Fetch_and_op(&one, &old, MPI_INT64_T, root,
+                                     t_disp(&t, root, 8 * 16), MPI_SUM, t.win);
+                MPI_Win_flush(root, t.win);
+                onesided_win_get_stats(t.win, &s3);
+                const uint64_t unfenced = s3.counter[ONESIDED_STAT_ACC_UNFENCED] -
+                                          s2.counter[ONESIDED_STAT_ACC_UNFENCED];
+                CHECK(unfenced == unfence_step[k].unfenced, "%s: step %zu: acc_unfenced %llu after "
+                      "%lld fetch_and_ops, want %llu", flavor_name[flavor], k,
+                      (unsigned long long)unfenced, (long long)total,
+                      (unsigned long long)unfence_step[k].unfenced);
+                if (unfence_step[k].switches < 0)
+                    continue;
+                const uint64_t before = s3.counter[ONESIDED_STAT_ACC_FENCE_SWITCHES];
+                MPI_Accumulate(ones, BULK_N, MPI_INT64_T, root, t_disp(&t, root, 0), BULK_N,
+                               MPI_INT64_T, MPI_SUM, t.win);
+                MPI_Win_flush(root, t.win);
+                onesided_win_get_stats(t.win, &s3);
+                const uint64_t sw = s3.counter[ONESIDED_STAT_ACC_FENCE_SWITCHES] - before;
+                CHECK(sw == (uint64_t)unfence_step[k].switches, "%s: step %zu: the bulk accumulate "
+                      "switched %llu targets, want %d", flavor_name[flavor], k,
+                      (unsigned long long)sw, unfence_step[k].switches);
+            }
         }
         MPI_Win_unlock_all(t.win);
     }
@@ -254,11 +280,16 @@ static void fence_switch(int flavor)
           refused ? "refused" : "allowed");
     MPI_Barrier(MPI_COMM_WORLD);
     if (t_rank == root) {
+        int64_t fops = 0, bulks = 2;
+        for (size_t k = 0; again && k < sizeof unfence_step / sizeof *unfence_step; k++) {
+            fops += unfence_step[k].fops;
+            bulks += unfence_step[k].switches >= 0;
+        }
         int bad = 0;
         for (int i = 0; i < BULK_N; i++) {
             int64_t v;
             memcpy(&v, t.base + 8 * i, 8);
-            bad += v != (i < 16 ? 2 * t_size : i == 16 && again ? 4097 : 0) + 2 + again;
+            bad += v != (i < 16 ? 2 * t_size : i == 16 ? fops : 0) + bulks;
         }
         CHECK(!bad, "%s: %d of %d words wrong after the switch", flavor_name[flavor], bad,
               BULK_N);
