@@ -36,18 +36,12 @@
  *    MPI_Win_allocate.
  */
 #include "common.h"
+#include "stats.h"
 
 #include <onesided.h>
 #include <stdbool.h>
 
 enum { ITERS = 3000, BULK_ELEMS = 4096, BULK_EVERY = 4 };
-
-static uint64_t stat_of(MPI_Win win, int s)
-{
-    onesided_win_stats_t st;
-    CHECK(onesided_win_get_stats(win, &st) == MPI_SUCCESS, "onesided_win_get_stats");
-    return st.counter[s];
-}
 
 /* Does this process have a target on another node in a window of all ranks
  * of this flavor? */
@@ -129,7 +123,7 @@ static bool acc_host_of(int flavor)
  * of them did (a process joins for all targets or for none). */
 static void check_joined(const t_win_t *tw, int flavor)
 {
-    const uint64_t joined = stat_of(tw->win, ONESIDED_STAT_ACC_HOST_JOINED);
+    const uint64_t joined = t_stat(tw->win, ONESIDED_STAT_ACC_HOST_JOINED);
     if (acc_host_of(flavor))
         CHECK(joined == (uint64_t)t_size, "%s: rank %d joined the bulk handshake for %llu "
               "targets, expected all %d", flavor_name[flavor], t_rank,
@@ -148,7 +142,7 @@ static void test_mixed_paths(int flavor)
     t_win_t tw = race_on_counter(flavor, ITERS, is_rank0, "owner's accumulates");
     check_joined(&tw, flavor);
     if (t_rank == 0) {
-        uint64_t bulk = stat_of(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
+        uint64_t bulk = t_stat(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
         if (has_remote_target(flavor) && !acc_host_of(flavor))
             CHECK(bulk == 0, "%s: %llu elements took the bulk path beside direct accumulates",
                   flavor_name[flavor], (unsigned long long)bulk);
@@ -159,9 +153,9 @@ static void test_mixed_paths(int flavor)
     if (has_remote_target(flavor) && t_rank != 0 && flavor == F_ALLOCATE) {
         int k = t_node_size_of(flavor);
         if (t_rank / k != 0)
-            CHECK(stat_of(tw.win, ONESIDED_STAT_ACC_DIRECT) == ITERS,
+            CHECK(t_stat(tw.win, ONESIDED_STAT_ACC_DIRECT) == ITERS,
                   "rank %d on another node than rank 0: %llu direct accumulates, expected %d",
-                  t_rank, (unsigned long long)stat_of(tw.win, ONESIDED_STAT_ACC_DIRECT), ITERS);
+                  t_rank, (unsigned long long)t_stat(tw.win, ONESIDED_STAT_ACC_DIRECT), ITERS);
     }
     t_win_free(&tw);
 }
@@ -176,7 +170,7 @@ static void test_served_bulk(int flavor, int expect)
     served_node_size = t_node_size_of(flavor);
     t_win_t tw = race_on_counter(flavor, ITERS / 2, off_rank0_node, "served accumulates");
     if (t_rank == 0) {
-        const uint64_t bulk = stat_of(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
+        const uint64_t bulk = t_stat(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
         if (expect == 1)
             CHECK(bulk > 0, "%s: no served accumulate combined in bulk over TCP alone",
                   flavor_name[flavor]);
@@ -213,7 +207,7 @@ static void test_mapped_bulk(int flavor)
           t_rank, (long long)got[0], (long long)got[BULK_ELEMS - 1],
           (long long)t_size * (ITERS / 2) + b, (long long)b);
     if (off_rank0_node(t_rank)) {
-        const uint64_t bulk = stat_of(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
+        const uint64_t bulk = t_stat(tw.win, ONESIDED_STAT_ACC_BULK_ELEMS);
         if (acc_host_of(flavor))
             CHECK(bulk > 0, "%s: rank %d ran no accumulate on mapped memory in bulk",
                   flavor_name[flavor], t_rank);
@@ -369,8 +363,8 @@ static void test_paths(void)
             MPI_Fetch_and_op(&one, &old, MPI_INT64_T, target, t_disp(&tw, target, 0), MPI_SUM,
                              tw.win);
         MPI_Win_unlock(target, tw.win);
-        uint64_t direct = stat_of(tw.win, ONESIDED_STAT_ACC_DIRECT);
-        uint64_t fallback = stat_of(tw.win, ONESIDED_STAT_FALLBACK_ACC_REQUEST);
+        uint64_t direct = t_stat(tw.win, ONESIDED_STAT_ACC_DIRECT);
+        uint64_t fallback = t_stat(tw.win, ONESIDED_STAT_FALLBACK_ACC_REQUEST);
         const bool remote = k > 0 && t_rank / k != target / k;
         const bool cma_node = k > 1; /* a second process on the owner's node uses CMA */
         const bool expect_direct = remote && (variant == 0 || (variant == 2 && !cma_node));
@@ -487,7 +481,7 @@ static void test_in_place(void)
               (long long)v[N - 1], 3LL * ROUNDS * t_size, 2LL * ROUNDS * t_size);
         CHECK(lv == (long double)(ROUNDS / 20 * t_size), "long doubles: %Lg", lv);
     }
-    const uint64_t in_place = stat_of(tw.win, ONESIDED_STAT_ACC_MAPPED);
+    const uint64_t in_place = t_stat(tw.win, ONESIDED_STAT_ACC_MAPPED);
     CHECK(in_place == (mapped ? 3u * ROUNDS : 0u), "rank %d: %llu accumulates in place, "
           "expected %d", t_rank, (unsigned long long)in_place, mapped ? 3 * ROUNDS : 0);
     t_win_free(&tw);
@@ -520,7 +514,7 @@ static void test_lock_word_mapped(void)
     if (t_rank == 0)
         CHECK(*(int64_t *)tw.base == (int64_t)EPOCHS * t_size, "lock word: counter %lld, "
               "expected %lld", (long long)*(int64_t *)tw.base, (long long)EPOCHS * t_size);
-    const uint64_t released = stat_of(tw.win, ONESIDED_STAT_LOCK_RELEASE_MAPPED);
+    const uint64_t released = t_stat(tw.win, ONESIDED_STAT_LOCK_RELEASE_MAPPED);
     /* Over TCP alone rank 0's own word may still be mapped (UCX 1.20 maps
      * a process's own memory whatever the transports), the others' not. */
     if (!spans || (tcp && t_rank != 0) || (!tcp && t_hosts == 1))

@@ -12,17 +12,11 @@
  * Fails without the mapped barrier (--expect mapped) and with a barrier
  * that releases early (the slots). */
 #include "common.h"
+#include "stats.h"
 
 #include <onesided.h>
 
 enum { EPOCHS = 1000 };
-
-static uint64_t stat_of(MPI_Win win, int which)
-{
-    onesided_win_stats_t st;
-    CHECK(onesided_win_get_stats(win, &st) == MPI_SUCCESS, "onesided_win_get_stats");
-    return st.counter[which];
-}
 
 static void run(const char *expect, bool defer)
 {
@@ -63,7 +57,7 @@ static void run(const char *expect, bool defer)
         MPI_Win_fence(0, win);
     }
     CHECK(!bad, "%d fence epochs exact (defer %d)", EPOCHS, defer);
-    const uint64_t mapped = stat_of(win, ONESIDED_STAT_FENCE_MAPPED);
+    const uint64_t mapped = t_stat(win, ONESIDED_STAT_FENCE_MAPPED);
     if (!strcmp(expect, "mapped"))
         CHECK(mapped >= 2 * EPOCHS, "fence_mapped %llu, expected at least %d",
               (unsigned long long)mapped, 2 * EPOCHS);

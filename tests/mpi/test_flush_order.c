@@ -26,6 +26,7 @@
  * Each round starts both processes together (round_start), the words of
  * round i fresh in both windows. */
 #include "common.h"
+#include "stats.h"
 
 #include <onesided.h>
 #include <sched.h>
@@ -34,14 +35,6 @@ enum { ROUNDS = 20000 };
 enum { OP_PUT, OP_FOP, OP_CAS, OP_ACC, NOPS };
 static const char *const op_name[NOPS] = { "put", "fetch_and_op", "compare_and_swap",
                                            "accumulate" };
-
-static uint64_t counter(MPI_Win win, int stat)
-{
-    onesided_win_stats_t st;
-    if (onesided_win_get_stats(win, &st) != MPI_SUCCESS)
-        return 0;
-    return st.counter[stat];
-}
 
 /* The flush after `what` skipped the barrier exactly when it may: never off
  * x86 (os_flush_barrier), else when `barrier` is false. `skipped` is the
@@ -98,16 +91,16 @@ static void decisions(bool vnode)
         if (vnode) {
             /* Mapped memory, or nothing to decide: every flush then takes
              * the general path. */
-            const uint64_t mapped = counter(win, ONESIDED_STAT_REMOTE_MAPPED);
+            const uint64_t mapped = t_stat(win, ONESIDED_STAT_REMOTE_MAPPED);
             MPI_Put(&one, 1, MPI_LONG, 1, 4, 1, MPI_LONG, win);
             MPI_Win_flush(1, win);
-            if (counter(win, ONESIDED_STAT_REMOTE_MAPPED) == mapped) {
+            if (t_stat(win, ONESIDED_STAT_REMOTE_MAPPED) == mapped) {
                 printf("# decisions between virtual nodes not checked: UCX maps no memory here\n");
                 vnode_unmapped = true;
             }
         }
         for (size_t s = 0; s < sizeof seq / sizeof seq[0]; s++) {
-            const uint64_t before = counter(win, ONESIDED_STAT_FLUSH_NO_BARRIER);
+            const uint64_t before = t_stat(win, ONESIDED_STAT_FLUSH_NO_BARRIER);
             for (int k = 0; k < 3 && seq[s].ops[k] >= 0; k++) {
                 switch (seq[s].ops[k]) {
                 case 0: MPI_Fetch_and_op(&one, r, MPI_LONG, 1, 0, MPI_SUM, win); break;
@@ -121,14 +114,14 @@ static void decisions(bool vnode)
                 }
             }
             MPI_Win_flush(1, win);
-            const uint64_t skipped = counter(win, ONESIDED_STAT_FLUSH_NO_BARRIER) - before;
+            const uint64_t skipped = t_stat(win, ONESIDED_STAT_FLUSH_NO_BARRIER) - before;
             if (!vnode_unmapped && !(vnode && seq[s].node_only))
                 check_skip(skipped, seq[s].barrier, "MPI_Win_flush", seq[s].what);
         }
         /* MPI_Win_flush_all and MPI_Win_flush_local decide alike. */
         for (int k = 0; k < 4; k++) {
             const bool put = k & 1, all = k & 2;
-            const uint64_t before = counter(win, ONESIDED_STAT_FLUSH_NO_BARRIER);
+            const uint64_t before = t_stat(win, ONESIDED_STAT_FLUSH_NO_BARRIER);
             if (put)
                 MPI_Put(&one, 1, MPI_LONG, 1, 5, 1, MPI_LONG, win);
             else
@@ -137,7 +130,7 @@ static void decisions(bool vnode)
                 MPI_Win_flush_all(win);
             else
                 MPI_Win_flush_local(1, win);
-            const uint64_t skipped = counter(win, ONESIDED_STAT_FLUSH_NO_BARRIER) - before;
+            const uint64_t skipped = t_stat(win, ONESIDED_STAT_FLUSH_NO_BARRIER) - before;
             if (!vnode_unmapped && !(vnode && all))
                 check_skip(skipped, put, all ? "MPI_Win_flush_all" : "MPI_Win_flush_local",
                            put ? "put" : "fetch_and_op");
@@ -148,16 +141,16 @@ static void decisions(bool vnode)
          * fences). */
         MPI_Win_lock_all(0, win2);
         for (int k = 0; k < 2; k++) {
-            const uint64_t before = counter(win, ONESIDED_STAT_FLUSH_NO_BARRIER),
-                           before2 = counter(win2, ONESIDED_STAT_FLUSH_NO_BARRIER);
+            const uint64_t before = t_stat(win, ONESIDED_STAT_FLUSH_NO_BARRIER),
+                           before2 = t_stat(win2, ONESIDED_STAT_FLUSH_NO_BARRIER);
             MPI_Fetch_and_op(&one, r, MPI_LONG, 1, 6, MPI_SUM, win);
             MPI_Fetch_and_op(&one, r + 1, MPI_LONG, 1, 0, MPI_SUM, win2);
             MPI_Win_flush(1, win);
             MPI_Win_flush(1, win2);
             if (!vnode_unmapped) {
-                check_skip(counter(win, ONESIDED_STAT_FLUSH_NO_BARRIER) - before, false,
+                check_skip(t_stat(win, ONESIDED_STAT_FLUSH_NO_BARRIER) - before, false,
                            "MPI_Win_flush of one of two windows", "fetch_and_op");
-                check_skip(counter(win2, ONESIDED_STAT_FLUSH_NO_BARRIER) - before2, false,
+                check_skip(t_stat(win2, ONESIDED_STAT_FLUSH_NO_BARRIER) - before2, false,
                            "MPI_Win_flush of the other", "fetch_and_op");
             }
         }

@@ -12,18 +12,12 @@
  * which epochs were piggybacked, elided or asked for the lock first
  * (ONESIDED_LOCK_PIGGYBACK=0: none piggybacked, every epoch asks). */
 #include "common.h"
+#include "stats.h"
 
 #include <onesided.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <unistd.h>
-
-static uint64_t stat_of(MPI_Win win, int which)
-{
-    onesided_win_stats_t st;
-    CHECK(onesided_win_get_stats(win, &st) == MPI_SUCCESS, "onesided_win_get_stats");
-    return st.counter[which];
-}
 
 /* Counters of one block of epochs: piggybacked, elided, lock requests. */
 typedef struct {
@@ -32,9 +26,9 @@ typedef struct {
 
 static counts_t counts(MPI_Win win)
 {
-    return (counts_t){ stat_of(win, ONESIDED_STAT_LOCK_PIGGYBACKED),
-                       stat_of(win, ONESIDED_STAT_LOCK_ELIDED),
-                       stat_of(win, ONESIDED_STAT_LOCK_MANAGER) };
+    return (counts_t){ t_stat(win, ONESIDED_STAT_LOCK_PIGGYBACKED),
+                       t_stat(win, ONESIDED_STAT_LOCK_ELIDED),
+                       t_stat(win, ONESIDED_STAT_LOCK_MANAGER) };
 }
 
 static int node_size;
@@ -306,7 +300,7 @@ static void lock_all_epoch(t_win_t *tw)
     MPI_Win win = tw->win;
     int64_t one = 1;
     unsigned nremote = 0;
-    uint64_t pig0 = stat_of(win, ONESIDED_STAT_LOCK_PIGGYBACKED);
+    uint64_t pig0 = t_stat(win, ONESIDED_STAT_LOCK_PIGGYBACKED);
     MPI_Win_lock_all(0, win);
     for (int q = 0; q < t_size; q++) {
         if (q == t_rank)
@@ -315,7 +309,7 @@ static void lock_all_epoch(t_win_t *tw)
         MPI_Accumulate(&one, 1, MPI_INT64_T, q, t_disp(tw, q, 56), 1, MPI_INT64_T, MPI_SUM, win);
     }
     MPI_Win_unlock_all(win);
-    uint64_t pig = stat_of(win, ONESIDED_STAT_LOCK_PIGGYBACKED) - pig0;
+    uint64_t pig = t_stat(win, ONESIDED_STAT_LOCK_PIGGYBACKED) - pig0;
     unsigned want = manager && piggyback && tw->flavor != F_DYNAMIC ? nremote : 0;
     CHECK(pig == want, "%s: lock_all piggybacked %llu epochs, expected %u",
           flavor_name[tw->flavor], (unsigned long long)pig, want);

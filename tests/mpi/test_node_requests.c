@@ -28,6 +28,7 @@
  * target waiting inside the host MPI, where the host's poll loop is one
  * onesided serves from (not Intel MPI's). */
 #include "common.h"
+#include "stats.h"
 
 #include <onesided.h>
 #include <time.h>
@@ -48,16 +49,9 @@ static bool path_expected_in_host(void)
     return path_expected() && t_host_loop_serves();
 }
 
-static uint64_t stat_of(MPI_Win win, int which)
-{
-    onesided_win_stats_t st;
-    CHECK(onesided_win_get_stats(win, &st) == MPI_SUCCESS, "stats");
-    return st.counter[which];
-}
-
 static uint64_t sum_stat(MPI_Win win, int which)
 {
-    uint64_t mine = stat_of(win, which), all = 0;
+    uint64_t mine = t_stat(win, which), all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     return all;
 }
@@ -187,7 +181,7 @@ static bool on_and_off(int64_t *mem, MPI_Win win, bool last)
 {
     const double seconds = 0.3;
     mem[6] = 0;
-    uint64_t gave_up0 = stat_of(win, ONESIDED_STAT_FALLBACK_NODE_REQUEST_CMA);
+    uint64_t gave_up0 = t_stat(win, ONESIDED_STAT_FALLBACK_NODE_REQUEST_CMA);
     MPI_Barrier(MPI_COMM_WORLD);
     int64_t one = 1, old, mine = 0;
     MPI_Win_lock_all(0, win);
@@ -216,7 +210,7 @@ static bool on_and_off(int64_t *mem, MPI_Win win, bool last)
     if (t_rank == 0)
         CHECK(mem[6] == total, "fetch_and_op across paths: %lld, expected %lld",
               (long long)mem[6], (long long)total);
-    uint64_t gave_up = stat_of(win, ONESIDED_STAT_FALLBACK_NODE_REQUEST_CMA) - gave_up0, all = 0;
+    uint64_t gave_up = t_stat(win, ONESIDED_STAT_FALLBACK_NODE_REQUEST_CMA) - gave_up0, all = 0;
     MPI_Allreduce(&gave_up, &all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     /* Thousands of chances in 0.3 s; only with a core per process is the
      * timing certain enough to require one (rounds repeat on a loaded
@@ -241,7 +235,7 @@ static void counted_once(int64_t *mem, MPI_Win win)
         int64_t one[2] = { 1, 1 }, got[2], cmp = 0, swap = 0;
         MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
         for (int k = 0; k < 7; k++) {
-            const uint64_t before = stat_of(win, ONESIDED_STAT_FALLBACK_CMA);
+            const uint64_t before = t_stat(win, ONESIDED_STAT_FALLBACK_CMA);
             switch (k) {
             case 0: MPI_Put(one, 1, MPI_INT64_T, 0, 20, 1, MPI_INT64_T, win); break;
             case 1: MPI_Get(got, 1, MPI_INT64_T, 0, 20, 1, MPI_INT64_T, win); break;
@@ -253,7 +247,7 @@ static void counted_once(int64_t *mem, MPI_Win win)
             case 6: MPI_Compare_and_swap(&swap, &cmp, got, MPI_INT64_T, 0, 24, win); break;
             }
             MPI_Win_flush(0, win);
-            const uint64_t n = stat_of(win, ONESIDED_STAT_FALLBACK_CMA) - before;
+            const uint64_t n = t_stat(win, ONESIDED_STAT_FALLBACK_CMA) - before;
             CHECK(n == 1, "%s by CMA counted %llu times in fallback_cma, expected once", kind[k],
                   (unsigned long long)n);
         }
@@ -278,7 +272,7 @@ static bool shared_slots(bool last)
     }
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) { /* the middle window again: its number is given again */
-            sent += stat_of(win[1], ONESIDED_STAT_NODE_REQUESTS);
+            sent += t_stat(win[1], ONESIDED_STAT_NODE_REQUESTS);
             MPI_Win_free(&win[1]);
             memset(mem[1], 0, WORDS * sizeof *mem[1]);
             MPI_Win_create(mem[1], WORDS * sizeof *mem[1], sizeof *mem[1], MPI_INFO_NULL,
@@ -319,7 +313,7 @@ static bool shared_slots(bool last)
         MPI_Barrier(MPI_COMM_WORLD);
     }
     for (int k = 0; k < NWIN; k++) {
-        sent += stat_of(win[k], ONESIDED_STAT_NODE_REQUESTS);
+        sent += t_stat(win[k], ONESIDED_STAT_NODE_REQUESTS);
         MPI_Win_free(&win[k]);
         free(mem[k]);
     }

@@ -1,6 +1,7 @@
 /* Every RMA operation under every synchronization mode on every window
  * flavor, results checked element by element. */
 #include "common.h"
+#include "stats.h"
 
 #include "onesided.h"
 
@@ -168,12 +169,6 @@ static void proc_null(void)
     t_win_free(&t);
 }
 
-static uint64_t stat_of(MPI_Win win, int which)
-{
-    onesided_win_stats_t st;
-    return onesided_win_get_stats(win, &st) == MPI_SUCCESS ? st.counter[which] : 0;
-}
-
 /* The R* forms of put, get and accumulate of one predefined type take the
  * fast lane exactly where their plain forms do (the node's memory, or
  * another virtual node's that UCX maps here, in lock and lock_all epochs,
@@ -199,14 +194,14 @@ static void request_lane(int flavor)
             MPI_Win_lock_all(0, t.win);
         else
             MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win);
-        const uint64_t reqs = stat_of(t.win, ONESIDED_STAT_REQUEST_OPS);
+        const uint64_t reqs = t_stat(t.win, ONESIDED_STAT_REQUEST_OPS);
         int64_t one = -1, run[RUN], scratch[RUN], add = 1, put = 1000 + t_rank;
         int lanes = 0;
         for (int c = 0; c < NCASE; c++) {
             uint64_t took[2]; /* plain form, R* form */
             MPI_Request rq = MPI_REQUEST_NULL;
             for (int r = 0; r < 2; r++) {
-                const uint64_t before = stat_of(t.win, ONESIDED_STAT_FAST_PATH_OPS);
+                const uint64_t before = t_stat(t.win, ONESIDED_STAT_FAST_PATH_OPS);
                 MPI_Request *req = r ? &rq : NULL;
                 /* The plain forms write where the R* forms do, the same values. */
                 switch (c) {
@@ -242,7 +237,7 @@ static void request_lane(int flavor)
                         MPI_Accumulate(&add, 1, MPI_INT64_T, right, t_disp(&t, right, 2 * 8), 1,
                                        MPI_INT64_T, MPI_SUM, t.win);
                 }
-                took[r] = stat_of(t.win, ONESIDED_STAT_FAST_PATH_OPS) - before;
+                took[r] = t_stat(t.win, ONESIDED_STAT_FAST_PATH_OPS) - before;
             }
             CHECK(took[1] == took[0], "%s mode %d: the R* %s took the fast lane %llu times, "
                   "its plain form %llu", flavor_name[flavor], mode, what[c],
@@ -256,7 +251,7 @@ static void request_lane(int flavor)
             }
             MPI_Wait(&rq, MPI_STATUS_IGNORE);
         }
-        CHECK(stat_of(t.win, ONESIDED_STAT_REQUEST_OPS) - reqs == NCASE,
+        CHECK(t_stat(t.win, ONESIDED_STAT_REQUEST_OPS) - reqs == NCASE,
               "%s mode %d: R* operations counted as requests", flavor_name[flavor], mode);
         CHECK(one == right * 100 + 1, "%s mode %d: Rget of one element read %lld",
               flavor_name[flavor], mode, (long long)one);

@@ -16,6 +16,7 @@
  * complete are CPU atomics there (stats post_mapped, complete_mapped), and
  * fence and PSCW epochs' operations take the fast path (test_fast_epochs). */
 #include "common.h"
+#include "stats.h"
 
 #include <onesided.h>
 #include <string.h>
@@ -142,13 +143,6 @@ static void run_kind(int k)
         free(mem);
 }
 
-static uint64_t stat_of(MPI_Win win, int s)
-{
-    onesided_win_stats_t st;
-    CHECK(onesided_win_get_stats(win, &st) == MPI_SUCCESS, "onesided_win_get_stats");
-    return st.counter[s];
-}
-
 /* Once MPI_Win_complete has returned (and a barrier says so), the target's
  * MPI_Win_test sees it at its first call. Toward another virtual node of
  * this host the complete is this CPU's atomic on the target's count, which
@@ -182,7 +176,7 @@ static void test_complete_seen(void)
     }
     CHECK(unseen == 0 && wrong == 0, "rank %d: MPI_Win_test missed %ld completes that had "
           "returned, %ld values wrong", t_rank, unseen, wrong);
-    const uint64_t mapped = stat_of(win, ONESIDED_STAT_COMPLETE_MAPPED);
+    const uint64_t mapped = t_stat(win, ONESIDED_STAT_COMPLETE_MAPPED);
     if (t_hosts == 1 && !tcp)
         CHECK(mapped == (remote ? (uint64_t)ROUNDS : 0u), "rank %d: %llu completes by the "
               "mapped count, expected %d", t_rank, (unsigned long long)mapped,
@@ -191,7 +185,7 @@ static void test_complete_seen(void)
      * that is another virtual node (stat post_mapped), else by message or
      * (a node-mate) in the post matrix. */
     const bool left_remote = k > 0 && left / k != t_rank / k;
-    const uint64_t posts = stat_of(win, ONESIDED_STAT_POST_MAPPED);
+    const uint64_t posts = t_stat(win, ONESIDED_STAT_POST_MAPPED);
     if (t_hosts == 1 && !tcp)
         CHECK(posts == (left_remote ? (uint64_t)ROUNDS : 0u), "rank %d: %llu posts by the "
               "mapped bit, expected %d", t_rank, (unsigned long long)posts,
@@ -218,7 +212,7 @@ static void test_fast_epochs(void)
     MPI_Win_allocate(3 * sizeof *mem, sizeof *mem, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
     mem[0] = mem[1] = mem[2] = 0;
     MPI_Barrier(MPI_COMM_WORLD);
-    const uint64_t before = stat_of(win, ONESIDED_STAT_FAST_PATH_OPS);
+    const uint64_t before = t_stat(win, ONESIDED_STAT_FAST_PATH_OPS);
     long wrong = 0;
     for (int64_t r = 1; r <= ROUNDS; r++) {
         const int64_t v = r * 1000003 + t_rank, one = 1;
@@ -243,7 +237,7 @@ static void test_fast_epochs(void)
     }
     MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
     CHECK(wrong == 0, "rank %d: %ld values wrong after fence and PSCW epochs", t_rank, wrong);
-    const uint64_t fast = stat_of(win, ONESIDED_STAT_FAST_PATH_OPS) - before;
+    const uint64_t fast = t_stat(win, ONESIDED_STAT_FAST_PATH_OPS) - before;
     if (t_hosts == 1 && !tcp && !deferred)
         CHECK(fast == 3u * ROUNDS, "rank %d: %llu operations of fence and PSCW epochs took the "
               "fast path, expected %d", t_rank, (unsigned long long)fast, 3 * ROUNDS);

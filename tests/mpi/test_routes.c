@@ -24,17 +24,11 @@
  * ONESIDED_GROUP_SIZE) and the window's info key; run it under each.
  */
 #include "common.h"
+#include "stats.h"
 
 #include <onesided.h>
 
 enum { ITERS = 400, READ_EVERY = 7 };
-
-static uint64_t stat_of(MPI_Win win, int s)
-{
-    onesided_win_stats_t st;
-    CHECK(onesided_win_get_stats(win, &st) == MPI_SUCCESS, "onesided_win_get_stats");
-    return st.counter[s];
-}
 
 static const char *job_route(void)
 {
@@ -233,9 +227,9 @@ static void test_strided_and_dynamic(void)
      * window that asks for one goes direct and says so. */
     const bool routed = strcmp(job_route(), "direct") != 0;
     const int k = t_virtual_node_size();
-    CHECK(stat_of(tw.win, ONESIDED_STAT_FALLBACK_ROUTE_DIRECT) == (!routed && k ? 1u : 0u),
+    CHECK(t_stat(tw.win, ONESIDED_STAT_FALLBACK_ROUTE_DIRECT) == (!routed && k ? 1u : 0u),
           "fallback_route_direct");
-    uint64_t fwd = stat_of(tw.win, ONESIDED_STAT_REQUESTS_FORWARDED), all_fwd = 0;
+    uint64_t fwd = t_stat(tw.win, ONESIDED_STAT_REQUESTS_FORWARDED), all_fwd = 0;
     MPI_Allreduce(&fwd, &all_fwd, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     const char *g = getenv("ONESIDED_GROUP_SIZE");
     const int nodes = k ? (t_size + k - 1) / k : 1, group = g ? atoi(g) : 4;
@@ -244,7 +238,7 @@ static void test_strided_and_dynamic(void)
     CHECK(forwards ? all_fwd > 0 : all_fwd == 0, "%llu requests forwarded",
           (unsigned long long)all_fwd);
     if (k)
-        CHECK(stat_of(tw.win, ONESIDED_STAT_REQUEST_PEERS) > 0, "request peers counted");
+        CHECK(t_stat(tw.win, ONESIDED_STAT_REQUEST_PEERS) > 0, "request peers counted");
     t_win_free(&dw);
     t_win_free(&tw);
 }

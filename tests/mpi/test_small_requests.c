@@ -41,6 +41,7 @@
  *    those locks still exclude each other and rank 0's own.
  */
 #include "common.h"
+#include "stats.h"
 
 #include <onesided.h>
 
@@ -51,13 +52,6 @@ static const int sizes[] = { 1, 8, 24, 1000, 4096, 8192, 8193, 20000 };
 enum { NSIZES = sizeof sizes / sizeof sizes[0] };
 
 static bool expect_tcp;
-
-static uint64_t stat_of(MPI_Win win, int s)
-{
-    onesided_win_stats_t st;
-    CHECK(onesided_win_get_stats(win, &st) == MPI_SUCCESS, "onesided_win_get_stats");
-    return st.counter[s];
-}
 
 static unsigned char pattern(int rank, int i, int salt)
 {
@@ -305,10 +299,10 @@ static void run(int flavor, MPI_Info info, bool path_on)
     test_exclusive_counter(tw.win, (int64_t *)tw.base);
     test_scattered(tw.win, (int64_t *)tw.base);
     test_large_accumulates(tw.win, (int64_t *)tw.base);
-    const uint64_t small = stat_of(tw.win, ONESIDED_STAT_REMOTE_SMALL_REQUESTS);
+    const uint64_t small = t_stat(tw.win, ONESIDED_STAT_REMOTE_SMALL_REQUESTS);
     last_small = small;
-    const uint64_t release = stat_of(tw.win, ONESIDED_STAT_LOCK_RELEASE_BY_REQUEST);
-    const uint64_t first = stat_of(tw.win, ONESIDED_STAT_LOCK_MANAGER_FIRST);
+    const uint64_t release = t_stat(tw.win, ONESIDED_STAT_LOCK_RELEASE_BY_REQUEST);
+    const uint64_t first = t_stat(tw.win, ONESIDED_STAT_LOCK_MANAGER_FIRST);
     const char *design = getenv("ONESIDED_LOCK"), *policy = getenv("ONESIDED_LOCK_POLICY");
     const bool hybrid_history = (!design || !strcmp(design, "hybrid")) &&
                                 (!policy || !strcmp(policy, "history"));
