@@ -82,24 +82,29 @@ int main(void)
     CHECK(m.used == 2500, "used %zu", m.used);
     os_hmap_destroy(&m);
 
-    /* os_copy: every length around the piece size and the L2 bound, at
-     * page-offset distances inside and outside the 1-63 bytes copied in
-     * pieces; the bytes around the destination stay untouched. */
-    const size_t lens[] = { 0, 1, 63, 2047, 2048, 2049, 4095, 4096, 6145, 65536 + 13,
-                            262144, 700001, 2100000 };
-    const size_t span = 2100000 + 8192;
+    /* os_copy: every length around the 2 KB bound, the 32-byte vectors of
+     * the backward copy and the L2 bound, at page-offset distances inside
+     * and outside the 1-63 bytes either way that take another copy, at
+     * every destination alignment; the 64 bytes either side of the
+     * destination stay untouched. */
+    const size_t lens[] = { 0, 1, 63, 2047, 2048, 2049, 2049 + 31, 2048 + 127, 2048 + 128,
+                            4095, 4096, 6145, 65536 + 13, 262144, 700001, 2100000 };
+    const size_t span = 2100000 + 3 * 4096;
     unsigned char *src = malloc(span), *dst = malloc(span);
     for (size_t i = 0; i < span; i++)
         src[i] = (unsigned char)(i * 131 + (i >> 9));
     ok = 1;
     for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
         for (size_t so = 0; so < 128; so += 40)
-            for (size_t d = 0; d < 100; d += (d < 70 ? 1 : 29)) {
-                size_t doff = (so + d) % 4096 + 1;
-                memset(dst, 0xA5, lens[l] + doff + 2);
+            for (long dist = -99; dist <= 99; dist += (dist >= -70 && dist < 70 ? 1 : 29)) {
+                /* dst + doff sits dist bytes past src + so within a page */
+                uintptr_t at = (uintptr_t)src + so + (uintptr_t)dist;
+                size_t doff = 4096 + ((at - (uintptr_t)dst) & 4095);
+                memset(dst, 0xA5, lens[l] + doff + 64);
                 os_copy(dst + doff, src + so, lens[l]);
-                ok &= dst[doff - 1] == 0xA5 && dst[doff + lens[l]] == 0xA5 &&
-                      !memcmp(dst + doff, src + so, lens[l]);
+                for (size_t g = 1; g <= 64; g++)
+                    ok &= dst[doff - g] == 0xA5 && dst[doff + lens[l] + g - 1] == 0xA5;
+                ok &= !memcmp(dst + doff, src + so, lens[l]);
             }
     CHECK(ok, "os_copy copies exactly the bytes asked for at every distance");
     free(src);
