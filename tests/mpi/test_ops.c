@@ -319,6 +319,46 @@ static void large(int flavor)
     t_win_free(&t);
 }
 
+/* Puts and gets of 2 KB and more whose local buffer sits a few bytes past
+ * or before the target's page offset, the distances os_copy copies with
+ * its own vector loops on AMD CPUs (one direction for a put, the other for
+ * a get): every byte arrives and comes back, and nothing past either end
+ * of the get's buffer is written. */
+static void page_distances(int flavor)
+{
+    const size_t sizes[] = { 2049, 4096 + 17, 65536 + 13, 200000 };
+    const size_t offsets[] = { 0, 1, 16, 48, 63, 64, 4033, 4080, 4095 };
+    enum { GUARD = 64 };
+    const MPI_Aint bytes = 200000 + 4096;
+    t_win_t t = t_win_make(flavor, bytes, MPI_INFO_NULL);
+    const int right = (t_rank + 1) % t_size;
+    const size_t span = (size_t)bytes + 2 * 4096;
+    unsigned char *src = aligned_alloc(4096, span), *dst = aligned_alloc(4096, span);
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+        for (size_t k = 0; k < sizeof offsets / sizeof offsets[0]; k++) {
+            const size_t n = sizes[z], o = 4096 + offsets[k]; /* GUARD bytes either side */
+            for (size_t i = 0; i < n; i++)
+                src[o + i] = (unsigned char)(i * 13 + z * 7 + k + (size_t)t_rank);
+            memset(dst, 0xA5, span);
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, t.win);
+            MPI_Put(src + o, (int)n, MPI_BYTE, right, t_disp(&t, right, 0), (int)n, MPI_BYTE,
+                    t.win);
+            MPI_Win_flush(right, t.win);
+            MPI_Get(dst + o, (int)n, MPI_BYTE, right, t_disp(&t, right, 0), (int)n, MPI_BYTE,
+                    t.win);
+            MPI_Win_unlock(right, t.win);
+            int good = !memcmp(dst + o, src + o, n);
+            for (size_t g = 1; g <= GUARD; g++)
+                good &= dst[o - g] == 0xA5 && dst[o + n + g - 1] == 0xA5;
+            CHECK(good, "%s: %zu bytes at local page offset %zu", flavor_name[flavor], n,
+                  offsets[k]);
+        }
+    free(src);
+    free(dst);
+    MPI_Barrier(MPI_COMM_WORLD);
+    t_win_free(&t);
+}
+
 /* Many request-based operations in flight at once, completed by every
  * kind of test and wait call, one freed unfinished. Between nodes the puts
  * and gets complete at MPI_Test or MPI_Wait; over TCP (which cannot finish
@@ -807,6 +847,7 @@ int main(int argc, char **argv)
         for (int s = 0; s < S_COUNT; s++)
             run(f, s);
         large(f);
+        page_distances(f);
     }
     proc_null();
     bulk_threshold();
