@@ -332,7 +332,7 @@ static void page_distances(int flavor)
     const MPI_Aint bytes = 200000 + 4096;
     t_win_t t = t_win_make(flavor, bytes, MPI_INFO_NULL);
     const int right = (t_rank + 1) % t_size;
-    const size_t span = (size_t)bytes + 2 * 4096;
+    const size_t span = ((size_t)bytes + 3 * 4096) / 4096 * 4096; /* aligned_alloc's rule */
     unsigned char *src = aligned_alloc(4096, span), *dst = aligned_alloc(4096, span);
     for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
         for (size_t k = 0; k < sizeof offsets / sizeof offsets[0]; k++) {
