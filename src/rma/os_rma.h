@@ -987,6 +987,11 @@ os_status_t os_remote_send_kept(os_win_t *w);
  * lock was not free. */
 os_status_t os_remote_lock(os_win_t *w, int target, bool exclusive, bool *contended);
 os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive);
+/* Their quick forms (net/lock.c): the network word where it is mapped here
+ * and free (lock) or nothing waits before its release (unlock); true when
+ * done, false with nothing changed. */
+bool os_remote_lock_now(os_win_t *w, int target, bool exclusive);
+bool os_remote_unlock_now(os_win_t *w, int target, bool exclusive);
 os_status_t os_remote_post(os_win_t *w, int origin);
 /* Send a batch of coalesced accumulates (coalesce.c) to another node. */
 os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b);

@@ -453,7 +453,6 @@ static inline __attribute__((always_inline)) bool take_lock_now(os_win_t *w, int
         return false;
     if (exclusive)
         atomic_store_explicit(&c->lock_holder, (uint64_t)w->rank + 1, memory_order_relaxed);
-    OS_STAT(w, LOCK_ACQUIRED, 1);
     return true;
 }
 
@@ -499,8 +498,11 @@ static __attribute__((noinline)) os_status_t take_lock_wait(os_win_t *w, int tar
 static inline os_status_t take_lock(os_win_t *w, int target, bool exclusive, const char *call)
 {
     uint16_t ticket = 0;
-    if (!w->multinode && take_lock_now(w, target, exclusive, &ticket))
+    if (w->multinode ? os_remote_lock_now(w, target, exclusive)
+                     : take_lock_now(w, target, exclusive, &ticket)) {
+        OS_STAT(w, LOCK_ACQUIRED, 1);
         return OS_OK;
+    }
     return take_lock_wait(w, target, exclusive, ticket, call);
 }
 
@@ -510,6 +512,10 @@ static inline os_status_t drop_lock(os_win_t *w, int target)
     /* Release: the epoch's operations are visible before the lock is free. */
     atomic_thread_fence(memory_order_release);
     if (w->multinode) {
+        if (s == OS_T_LOCK_EXCL || s == OS_T_LOCK_SHARED) {
+            if (os_remote_unlock_now(w, target, s == OS_T_LOCK_EXCL))
+                return OS_OK;
+        }
         WAIT_SITE(site, "MPI_Win_unlock", target, describe_remote, NULL);
         os_status_t st = (s & OS_T_LOCK_NOCHECK) ? os_remote_flush(w, target)
                                                  : os_remote_unlock(w, target, s == OS_T_LOCK_EXCL);
