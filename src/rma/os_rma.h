@@ -590,6 +590,11 @@ os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op);
 bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
                  size_t count, int target, MPI_Aint tdisp, const void *origin,
                  const void *compare, void *result, bool request);
+/* os_rma_fast for one element of an 8-byte integer type t (OS_B_INT64 or
+ * OS_B_UINT64, predefined) and an accumulate kind: the same contract. */
+bool os_rma_fast_word(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
+                      int target, MPI_Aint tdisp, const void *origin, const void *compare,
+                      void *result, bool request);
 os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
 
 /* Runs per process_vm_readv/writev call: the kernel's limit (UIO_MAXIOV),

@@ -199,12 +199,24 @@ typedef struct {
  * shares its edge pages, so it is not made shareable. Such blocks are set
  * aside (glibc's chunk header says which is which: IS_MMAPPED, 0x2 in the
  * size word before the memory) until an mmapped one comes. */
+#if T_GLIBC_MALLOC
+/* The size word of glibc's chunk header, just before the memory (read
+ * through an integer address: GCC's -Warray-bounds takes p[-1] for a read
+ * before the start of the object calloc returned). */
+static inline size_t t_chunk_size_word(const void *p)
+{
+    size_t word;
+    memcpy(&word, (const void *)((uintptr_t)p - sizeof word), sizeof word);
+    return word;
+}
+#endif
+
 static inline void *t_big_calloc(size_t bytes)
 {
     void *p = calloc(1, bytes), *aside[8];
     int n = 0;
 #if T_GLIBC_MALLOC
-    while (p && !(((const size_t *)p)[-1] & 2) && n < 8) {
+    while (p && !(t_chunk_size_word(p) & 2) && n < 8) {
         aside[n++] = p;
         p = calloc(1, bytes);
     }
