@@ -595,6 +595,10 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
 bool os_rma_fast_word(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
                       int target, MPI_Aint tdisp, const void *origin, const void *compare,
                       void *result, bool request);
+/* os_rma_fast for a put or get (kind) of one element of a predefined t:
+ * the same contract. */
+bool os_rma_fast_elem(os_win_t *w, os_rma_kind_t kind, const os_dtype_t *t, int target,
+                      MPI_Aint tdisp, const void *origin, bool request);
 os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
 
 /* Runs per process_vm_readv/writev call: the kernel's limit (UIO_MAXIOV),
