@@ -166,6 +166,16 @@ static bool release_ordered(const os_peer_t *p)
     return p->rdma_world == p->world && p->zero_copy == p->word_zero_copy;
 }
 
+/* The release of a lock word UCX maps here: this CPU's atomic, seq_cst,
+ * so the epoch's stores and loads (the fast path's, this CPU's) come
+ * before it in every order another process can see. */
+static inline void mapped_release(os_win_t *w, int target, bool exclusive)
+{
+    os_ucx_mapped_atomic(w->nl_map[target], OS_UCX_AMO_ADD, 8, os_nl_release(exclusive).value,
+                         NULL);
+    OS_STAT(w, LOCK_RELEASE_MAPPED, 1);
+}
+
 static os_status_t net_unlock(os_win_t *w, int target, bool exclusive)
 {
     const os_peer_t *p = &w->peers[target];
@@ -204,8 +214,7 @@ static os_status_t net_unlock(os_win_t *w, int target, bool exclusive)
             if (st)
                 return st;
         }
-        os_ucx_mapped_atomic(w->nl_map[target], OS_UCX_AMO_ADD, 8, a.value, NULL);
-        OS_STAT(w, LOCK_RELEASE_MAPPED, 1);
+        mapped_release(w, target, exclusive);
         return OS_OK;
     }
     if (remote && w->dirty[target] && !release_ordered(p)) {
@@ -364,11 +373,7 @@ bool os_remote_unlock_now(os_win_t *w, int target, bool exclusive)
         atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0)
         return false;
     w->lock_how[target] = OS_HOLD_NONE;
-    /* seq_cst: the epoch's stores and loads (the fast path's, this CPU's)
-     * come before it. */
-    os_ucx_mapped_atomic(w->nl_map[target], OS_UCX_AMO_ADD, 8, os_nl_release(exclusive).value,
-                         NULL);
-    OS_STAT(w, LOCK_RELEASE_MAPPED, 1);
+    mapped_release(w, target, exclusive);
     return true;
 }
 
