@@ -8,10 +8,16 @@
  *     half written;
  *   - shared / lock_all: read the pair; both halves must be equal and no
  *     larger than the number of exclusive sections that can have run.
+ * Each holder gives up its core once inside the epoch (sched_yield), as a
+ * process computing under a lock is descheduled: with 8 processes on 2
+ * cores, a lock that let two holders in would otherwise seldom show it,
+ * since an epoch of a few microseconds rarely spans a time slice (a broken
+ * exclusive lock passed three of these runs before the yields).
  * At the end the counter equals the number of exclusive sections exactly. */
 #include "common.h"
 
 #include <onesided.h>
+#include <sched.h>
 #include <stdbool.h>
 
 enum { ROUNDS = 150 };
@@ -37,6 +43,7 @@ int main(int argc, char **argv)
             MPI_Win_lock(MPI_LOCK_EXCLUSIVE, target, 0, win);
             MPI_Get(&v, 1, MPI_LONG, target, 0, 1, MPI_LONG, win);
             MPI_Win_flush(target, win);
+            sched_yield();
             one = v + 1;
             MPI_Put(&one, 1, MPI_LONG, target, 0, 1, MPI_LONG, win);
             MPI_Put(&one, 1, MPI_LONG, target, 1, 1, MPI_LONG, win);
@@ -50,7 +57,10 @@ int main(int argc, char **argv)
                 MPI_Win_lock(MPI_LOCK_SHARED, target, 0, win);
             else
                 MPI_Win_lock_all(0, win);
-            MPI_Get(pair, 3, MPI_LONG, target, 0, 3, MPI_LONG, win);
+            MPI_Get(pair, 2, MPI_LONG, target, 0, 2, MPI_LONG, win);
+            MPI_Win_flush(target, win);
+            sched_yield();
+            MPI_Get(&pair[2], 1, MPI_LONG, target, 2, 1, MPI_LONG, win);
             if (kind == 4)
                 MPI_Win_unlock(target, win);
             else
