@@ -261,6 +261,9 @@ static inline bool fast_lane(MPI_Win win, os_rma_kind_t kind, MPI_Op mop, MPI_Da
     }
     if (kind <= OS_RMA_GET && count == 1 && t->predefined)
         return os_rma_fast_elem(w, kind, t, target, tdisp, origin, request);
+    if (kind == OS_RMA_ACC && count > 1 && t->predefined)
+        return os_rma_fast_acc(w, (os_op_t)rop, t, (size_t)count, target, tdisp, origin,
+                               request);
     if (kind >= OS_RMA_ACC && count == 1 && t->predefined &&
         (t->basic == OS_B_INT64 || t->basic == OS_B_UINT64))
         return os_rma_fast_word(w, kind, (os_op_t)rop, t, target, tdisp, origin, compare, result,

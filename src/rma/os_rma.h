@@ -599,6 +599,10 @@ bool os_rma_fast_word(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dty
  * the same contract. */
 bool os_rma_fast_elem(os_win_t *w, os_rma_kind_t kind, const os_dtype_t *t, int target,
                       MPI_Aint tdisp, const void *origin, bool request);
+/* os_rma_fast for a plain accumulate of count > 1 elements of a
+ * predefined t (MPI_NO_OP excluded): the same contract. */
+bool os_rma_fast_acc(os_win_t *w, os_op_t rop, const os_dtype_t *t, size_t count, int target,
+                     MPI_Aint tdisp, const void *origin, bool request);
 os_status_t os_rma_execute(os_win_t *w, const os_rma_op_t *op);
 
 /* Runs per process_vm_readv/writev call: the kernel's limit (UIO_MAXIOV),

@@ -62,6 +62,7 @@ static void run(int flavor)
     /* Operations outside any epoch. */
     EXPECT(MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win), MPI_ERR_RMA_SYNC);
     EXPECT(MPI_Fetch_and_op(&l, &r, MPI_INT64_T, right, t_disp(&t, right, 0), MPI_SUM, t.win), MPI_ERR_RMA_SYNC);
+    EXPECT(MPI_Accumulate(x, 16, MPI_INT, right, t_disp(&t, right, 0), 16, MPI_INT, MPI_SUM, t.win), MPI_ERR_RMA_SYNC);
     EXPECT(MPI_Win_unlock(right, t.win), MPI_ERR_RMA_SYNC);
     EXPECT(MPI_Win_unlock_all(t.win), MPI_ERR_RMA_SYNC);
     EXPECT(MPI_Win_complete(t.win), MPI_ERR_RMA_SYNC);
@@ -78,6 +79,9 @@ static void run(int flavor)
     /* Outside the target window, which must not be written. */
     EXPECT(MPI_Put(x, 2, MPI_INT, right, t_disp(&t, right, bytes - 4), 2, MPI_INT, t.win), MPI_ERR_RMA_RANGE);
     EXPECT(MPI_Put(x, 32, MPI_INT, right, t_disp(&t, right, 0), 32, MPI_INT, t.win), MPI_ERR_RMA_RANGE);
+    /* Vectors past the end, at sizes that go in bulk (os_rma_fast_acc). */
+    EXPECT(MPI_Accumulate(x, 32, MPI_INT, right, t_disp(&t, right, 0), 32, MPI_INT, MPI_SUM, t.win), MPI_ERR_RMA_RANGE);
+    EXPECT(MPI_Accumulate(x, 12, MPI_INT, right, t_disp(&t, right, bytes - 40), 12, MPI_INT, MPI_SUM, t.win), MPI_ERR_RMA_RANGE);
     if (flavor != F_DYNAMIC)
         EXPECT(MPI_Put(x, 1, MPI_INT, right, -4, 1, MPI_INT, t.win), MPI_ERR_RMA_RANGE);
     EXPECT(MPI_Accumulate(&l, 1, MPI_INT64_T, right, t_disp(&t, right, bytes), 1, MPI_INT64_T, MPI_SUM, t.win), MPI_ERR_RMA_RANGE);

@@ -2,7 +2,8 @@
  * MPI_Accumulate, MPI_Get_accumulate and MPI_Fetch_and_op. The host MPI is
  * the oracle twice: MPI_Reduce_local decides which (op, type) pairs are valid
  * (onesided must accept exactly those, plus REPLACE and NO_OP on any type),
- * and computes the expected values. */
+ * and computes the expected values. Counts of 3 and of 40 elements: the
+ * small and the bulk accumulate paths each check validity themselves. */
 #include "common.h"
 
 #include <complex.h>
@@ -42,7 +43,13 @@ static const char *const op_names[] = { "SUM", "PROD", "MIN", "MAX", "LAND", "LO
                                         "BAND", "BOR", "BXOR", "MAXLOC", "MINLOC", "REPLACE",
                                         "NO_OP" };
 #define NOPS 14
-enum { NELEM = 3, SLOT = 256 };
+/* Each run accumulates nelem elements per call: 3, and 40, which puts every
+ * type at or past the bulk threshold (32 bytes on 2 processes, up to 512
+ * on a full node) on the paths that reduce in bulk (os_rma_fast_acc). A
+ * slot holds 40 elements of the widest type (32 bytes). */
+enum { NELEM_MAX = 40, SLOT = 32 * NELEM_MAX };
+static int nelem;
+#define NELEM nelem
 
 /* Values every op is well defined on (no overflow, no NaN). */
 static void gen(const tdesc_t *d, char *buf, int seed)
@@ -171,8 +178,9 @@ static void run(int flavor)
             MPI_Error_class(rc1, &c1);
             MPI_Error_class(rc2, &c2);
             CHECK((rc1 == MPI_SUCCESS) == accepted[ti][o] && (rc2 == MPI_SUCCESS) == accepted[ti][o],
-                  "%s: %s on %s: onesided says %d/%d, host MPI %s", flavor_name[flavor], op_names[o],
-                  tlist[ti].name, rc1, rc2, accepted[ti][o] ? "accepts" : "rejects");
+                  "%s: %s on %d x %s: onesided says %d/%d, host MPI %s", flavor_name[flavor],
+                  op_names[o], nelem, tlist[ti].name, rc1, rc2,
+                  accepted[ti][o] ? "accepts" : "rejects");
             if (!accepted[ti][o])
                 CHECK(c1 == MPI_ERR_OP || c1 == MPI_ERR_TYPE, "%s: error class %d", tlist[ti].name, c1);
         }
@@ -192,8 +200,8 @@ static void run(int flavor)
                 memcpy(want, from_left, SLOT);
             else if (o < 12)
                 MPI_Reduce_local(from_left, want, NELEM, tlist[ti].dt, ops[o]);
-            CHECK(same(&tlist[ti], want, t.base + (2 * k) * SLOT), "%s: accumulate %s on %s",
-                  flavor_name[flavor], op_names[o], tlist[ti].name);
+            CHECK(same(&tlist[ti], want, t.base + (2 * k) * SLOT), "%s: accumulate %s on %d x %s",
+                  flavor_name[flavor], op_names[o], nelem, tlist[ti].name);
             CHECK(same(&tlist[ti], want, t.base + (2 * k + 1) * SLOT), "%s: get_accumulate %s on %s",
                   flavor_name[flavor], op_names[o], tlist[ti].name);
             /* The fetched values are the right neighbour's initial ones. */
@@ -235,7 +243,8 @@ int main(int argc, char **argv)
      * on MPI-3 libraries, to MPI_COMM_SELF's on MPI-4 ones (MPICH 5). */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
-    T_FOR_EACH_FLAVOR(f)
-        run(f);
+    for (nelem = 3; nelem <= NELEM_MAX; nelem += NELEM_MAX - 3)
+        T_FOR_EACH_FLAVOR(f)
+            run(f);
     return t_finish("test_reduce_ops");
 }
