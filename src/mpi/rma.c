@@ -259,8 +259,10 @@ static inline bool fast_lane(MPI_Win win, os_rma_kind_t kind, MPI_Op mop, MPI_Da
         if (rop < 0)
             return false;
     }
-    if (kind <= OS_RMA_GET && count == 1 && t->predefined)
-        return os_rma_fast_elem(w, kind, t, target, tdisp, origin, request);
+    if (kind <= OS_RMA_GET && t->predefined)
+        return count == 1
+                   ? os_rma_fast_elem(w, kind, t, target, tdisp, origin, request)
+                   : os_rma_fast_run(w, kind, t, (size_t)count, target, tdisp, origin, request);
     if (kind == OS_RMA_ACC && count > 1 && t->predefined)
         return os_rma_fast_acc(w, (os_op_t)rop, t, (size_t)count, target, tdisp, origin,
                                request);

@@ -599,6 +599,10 @@ bool os_rma_fast_word(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dty
  * the same contract. */
 bool os_rma_fast_elem(os_win_t *w, os_rma_kind_t kind, const os_dtype_t *t, int target,
                       MPI_Aint tdisp, const void *origin, bool request);
+/* os_rma_fast for a put or get (kind) of count > 1 elements of a
+ * predefined t: the same contract. */
+bool os_rma_fast_run(os_win_t *w, os_rma_kind_t kind, const os_dtype_t *t, size_t count,
+                     int target, MPI_Aint tdisp, const void *origin, bool request);
 /* os_rma_fast for a plain accumulate of count > 1 elements of a
  * predefined t (MPI_NO_OP excluded): the same contract. */
 bool os_rma_fast_acc(os_win_t *w, os_op_t rop, const os_dtype_t *t, size_t count, int target,
@@ -1093,15 +1097,16 @@ static inline _Atomic uint64_t *os_win_post_bits(const os_win_t *w, int target)
  * were issued (mapped memory, no coalesced accumulates, no other node).
  * It orders this process's loads after its puts, as the host MPIs' own
  * flush does (x86 keeps stores in order, not a store and a later load).
- * On x86 a flush after locked CPU atomics and one-element gets alone needs
- * none (a locked instruction, which costs what the barrier costs, 10-15 ns
- * here, is one): each atomic's update of the target is its locked
- * instruction, which waited for every earlier store and which no later
- * load passes; a get's load is ordered before everything after it, and its
- * one store lands in the origin's buffer, which others read only after a
- * later synchronization that x86's store order carries. What is left in
- * the store buffer then is that and the atomic's fetched value: the
- * origin's own memory. Threads (MPI_THREAD_MULTIPLE) share no store
+ * On x86 a flush after locked CPU atomics and gets of up to 2048 bytes
+ * alone needs none (a locked instruction, which costs what the barrier
+ * costs, 10-15 ns here, is one): each atomic's update of the target is its
+ * locked instruction, which waited for every earlier store and which no
+ * later load passes; a get's loads are ordered before everything after
+ * them, and its stores, none of them non-temporal (ops.c,
+ * GET_ORDERED_MAX), land in the origin's buffer, which others read only
+ * after a later synchronization that x86's store order carries. What is
+ * left in the store buffer then is that and the atomic's fetched value:
+ * the origin's own memory. Threads (MPI_THREAD_MULTIPLE) share no store
  * buffer, and their operations keep the barrier. */
 static inline void os_flush_barrier(os_win_t *w)
 {

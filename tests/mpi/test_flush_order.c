@@ -2,9 +2,9 @@
  *
  * A flush of mapped memory is a memory barrier where an operation since the
  * last one left plain stores in the CPU's store buffer (a put, a get of
- * several elements, a bulk or exclusive-lock accumulate), and nothing at
- * all on x86 where every operation since was a locked CPU atomic or a
- * one-element get (stat flush_no_barrier, os_flush_barrier):
+ * more than 2048 bytes, a bulk or exclusive-lock accumulate), and nothing
+ * at all on x86 where every operation since was a locked CPU atomic or a
+ * get of up to 2048 bytes (stat flush_no_barrier, os_flush_barrier):
  *
  *  - decisions: which sequences of operations make the next flush skip
  *    the barrier, read from the counter, on one node and between virtual
@@ -57,11 +57,13 @@ static void decisions(bool vnode)
 {
     bool vnode_unmapped = false;
     MPI_Win win, win2;
-    long *base, *base2, one = 1, r[4] = { 0 }, big[64];
-    MPI_Win_allocate(128 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    enum { WORDS = 1024, LONG_GET = 512 }; /* 4096 bytes: past GET_ORDERED_MAX */
+    long *base, *base2, one = 1, r[4] = { 0 }, big[64], got[LONG_GET];
+    MPI_Win_allocate(WORDS * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base,
+                     &win);
     MPI_Win_allocate(sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base2, &win2);
     *base2 = 0;
-    memset(base, 0, 128 * sizeof(long));
+    memset(base, 0, WORDS * sizeof(long));
     for (int i = 0; i < 64; i++)
         big[i] = 1;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -77,7 +79,10 @@ static void decisions(bool vnode)
             { "one-element get", { 3, -1 }, false, false },
             { "put", { 4, -1 }, true, false },
             { "nothing since the last flush", { -1 }, false, false },
-            { "four-element get", { 5, -1 }, true, false },
+            /* Its stores are plain ones into this process's buffer. */
+            { "four-element get", { 5, -1 }, false, false },
+            { "4096-byte get", { 8, -1 }, true, false },
+            { "four-element get, then put", { 5, 4, -1 }, true, false },
             { "put, then fetch_and_op", { 4, 0, -1 }, false, false },
             { "fetch_and_op, then put", { 0, 4, -1 }, true, false },
             /* A NO_OP fetch is a plain load, and entering the atomic
@@ -111,6 +116,10 @@ static void decisions(bool vnode)
                 case 5: MPI_Get(r, 4, MPI_LONG, 1, 8, 4, MPI_LONG, win); break;
                 case 6: MPI_Accumulate(big, 64, MPI_LONG, 1, 64, 64, MPI_LONG, MPI_SUM, win); break;
                 case 7: MPI_Fetch_and_op(NULL, r, MPI_LONG, 1, 0, MPI_NO_OP, win); break;
+                case 8:
+                    MPI_Get(got, LONG_GET, MPI_LONG, 1, WORDS - LONG_GET, LONG_GET, MPI_LONG,
+                            win);
+                    break;
                 }
             }
             MPI_Win_flush(1, win);

@@ -528,68 +528,77 @@ static void single_elements(int flavor)
     t_win_free(&t);
 }
 
-/* One element of each size the one-element leaf takes (1, 2, 4 and 8
- * bytes: os_rma_fast_elem), put into the right neighbour's window between
- * bytes that must not change, read back, and its neighbours read by
- * one-element gets too, under an exclusive lock and lock_all; then the
- * owner checks every byte of the area. A put that copied the wrong width,
- * or a get that read the wrong place, shows here for sizes below 8, which
- * single_elements (8-byte words) cannot see. */
+/* One element and a run of three of each size the put and get leaf takes
+ * (1, 2, 4 and 8 bytes: os_rma_fast_move, which copies one element by
+ * width and a run by os_copy), put into the right neighbour's window
+ * between bytes that must not change, read back, and the runs on either
+ * side read by gets of the same shape, under an exclusive lock and
+ * lock_all; then the owner checks every byte of the area. A put that
+ * copied the wrong width or length, or a get that read the wrong place,
+ * shows here for sizes below 8, which single_elements (8-byte words)
+ * cannot see. */
 static void element_sizes(int flavor)
 {
-    enum { AREA = 32, AT = 8, FILL = 0xA5 };
+    enum { MAXRUN = 24, AREA = 3 * MAXRUN + 8, AT = MAXRUN, FILL = 0xA5, SLACK = 8 };
     static const MPI_Datatype types[] = { MPI_UINT8_T, MPI_UINT16_T, MPI_UINT32_T, MPI_UINT64_T };
+    static const int counts[] = { 1, 3 };
     const int right = (t_rank + 1) % t_size;
     t_win_t t = t_win_make(flavor, AREA, MPI_INFO_NULL);
     for (int k = 0; k < 4; k++) {
-        const int e = 1 << k;
-        for (int mode = 0; mode < 2; mode++) { /* lock exclusive, lock_all */
-            memset(t.base, FILL, AREA);
-            MPI_Barrier(MPI_COMM_WORLD);
-            /* The origin buffers' bytes past the element must stay too:
-             * a get that copied 8 bytes would overwrite them. */
-            unsigned char val[8], back[8], before[8], after[8], fill[8], mark[8];
-            memset(fill, FILL, sizeof fill);
-            memset(mark, 0x5A, sizeof mark);
-            for (int i = 0; i < e; i++)
-                val[i] = (unsigned char)(0x10 * (k + 1) + i + t_rank);
-            memcpy(back, mark, 8);
-            memcpy(before, mark, 8);
-            memcpy(after, mark, 8);
-            if (mode == 0)
-                MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, t.win);
-            else
-                MPI_Win_lock_all(0, t.win);
-            MPI_Put(val, 1, types[k], right, t_disp(&t, right, AT), 1, types[k], t.win);
-            MPI_Win_flush(right, t.win);
-            MPI_Get(back, 1, types[k], right, t_disp(&t, right, AT), 1, types[k], t.win);
-            MPI_Get(before, 1, types[k], right, t_disp(&t, right, AT - e), 1, types[k], t.win);
-            MPI_Get(after, 1, types[k], right, t_disp(&t, right, AT + e), 1, types[k], t.win);
-            if (mode == 0)
-                MPI_Win_unlock(right, t.win);
-            else
-                MPI_Win_unlock_all(t.win);
-            CHECK(!memcmp(back, val, (size_t)e) && !memcmp(before, fill, (size_t)e) &&
-                      !memcmp(after, fill, (size_t)e),
-                  "%s, %d-byte element, mode %d: read back the put wrong or saw its "
-                  "neighbours changed", flavor_name[flavor], e, mode);
-            CHECK(!memcmp(back + e, mark, (size_t)(8 - e)) &&
-                      !memcmp(before + e, mark, (size_t)(8 - e)) &&
-                      !memcmp(after + e, mark, (size_t)(8 - e)),
-                  "%s, %d-byte element, mode %d: a get wrote past its element",
-                  flavor_name[flavor], e, mode);
-            MPI_Barrier(MPI_COMM_WORLD);
-            const int left = (t_rank + t_size - 1) % t_size;
-            int bad = -1;
-            for (int i = 0; i < AREA && bad < 0; i++) {
-                unsigned char want = i >= AT && i < AT + e
-                                         ? (unsigned char)(0x10 * (k + 1) + (i - AT) + left)
-                                         : FILL;
-                if (t.base[i] != (char)want)
-                    bad = i;
+        for (int c = 0; c < 2; c++) {
+            const int e = 1 << k, n = counts[c], run = n * e;
+            for (int mode = 0; mode < 2; mode++) { /* lock exclusive, lock_all */
+                memset(t.base, FILL, AREA);
+                MPI_Barrier(MPI_COMM_WORLD);
+                /* The origin buffers' bytes past the run must stay too: a
+                 * get that copied more would overwrite them. */
+                unsigned char val[MAXRUN + SLACK], back[MAXRUN + SLACK],
+                    before[MAXRUN + SLACK], after[MAXRUN + SLACK], fill[MAXRUN],
+                    mark[MAXRUN + SLACK];
+                memset(fill, FILL, sizeof fill);
+                memset(mark, 0x5A, sizeof mark);
+                for (int i = 0; i < run; i++)
+                    val[i] = (unsigned char)(0x10 * (k + 1) + i + t_rank);
+                memcpy(back, mark, sizeof mark);
+                memcpy(before, mark, sizeof mark);
+                memcpy(after, mark, sizeof mark);
+                if (mode == 0)
+                    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, t.win);
+                else
+                    MPI_Win_lock_all(0, t.win);
+                MPI_Put(val, n, types[k], right, t_disp(&t, right, AT), n, types[k], t.win);
+                MPI_Win_flush(right, t.win);
+                MPI_Get(back, n, types[k], right, t_disp(&t, right, AT), n, types[k], t.win);
+                MPI_Get(before, n, types[k], right, t_disp(&t, right, AT - run), n, types[k],
+                        t.win);
+                MPI_Get(after, n, types[k], right, t_disp(&t, right, AT + run), n, types[k],
+                        t.win);
+                if (mode == 0)
+                    MPI_Win_unlock(right, t.win);
+                else
+                    MPI_Win_unlock_all(t.win);
+                CHECK(!memcmp(back, val, (size_t)run) && !memcmp(before, fill, (size_t)run) &&
+                          !memcmp(after, fill, (size_t)run),
+                      "%s, %d elements of %d bytes, mode %d: read back the put wrong or saw "
+                      "its neighbours changed", flavor_name[flavor], n, e, mode);
+                CHECK(!memcmp(back + run, mark, (size_t)SLACK) &&
+                          !memcmp(before + run, mark, (size_t)SLACK) &&
+                          !memcmp(after + run, mark, (size_t)SLACK),
+                      "%s, %d elements of %d bytes, mode %d: a get wrote past its run",
+                      flavor_name[flavor], n, e, mode);
+                MPI_Barrier(MPI_COMM_WORLD);
+                const int left = (t_rank + t_size - 1) % t_size;
+                int bad = -1;
+                for (int i = 0; i < AREA && bad < 0; i++) {
+                    unsigned char want = i >= AT && i < AT + run
+                                             ? (unsigned char)(0x10 * (k + 1) + (i - AT) + left)
+                                             : FILL;
+                    if (t.base[i] != (char)want)
+                        bad = i;
+                }
+                CHECK(bad < 0, "%s, %d elements of %d bytes, mode %d: byte %d of the target "
+                      "area wrong", flavor_name[flavor], n, e, mode, bad);
             }
-            CHECK(bad < 0, "%s, %d-byte element, mode %d: byte %d of the target area wrong",
-                  flavor_name[flavor], e, mode, bad);
         }
     }
     t_win_free(&t);
