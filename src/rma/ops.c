@@ -297,8 +297,9 @@ static inline __attribute__((always_inline)) void copy_element(void *dst, const 
  * string operations"). What is not ordered are non-temporal stores, and
  * glibc's memcpy takes them only from its non-temporal threshold, which its
  * tunable cannot set below 16448 bytes; os_copy's own loop starts above
- * 2048. A 64-byte get + flush that fenced took 0.85-0.93x osc/sm's time
- * (Open MPI 5.0.11, rma_sweep), one element's 0.70x. */
+ * 2048. A 64-byte get + flush that fenced took 0.88-0.98x osc/sm's time
+ * (Open MPI 5.0.11, rma_sweep, 6 jobs), 0.83-0.86x without (3 jobs), one
+ * element's 0.70x. */
 #define GET_ORDERED_MAX 2048
 
 /* The commonest single-element atomics, on 64-bit integers (counters,
