@@ -858,8 +858,8 @@ general:
  * 8 longs took 136 instructions where one element takes 81, and a shared
  * lock, that put and the unlock took 399 against osc/sm's 409, 1.09-1.14x
  * its time in the main job. Memory UCX maps here goes to mapped_move.
- * Anything else, and every check that fails,
- * goes to os_rma_fast, which decides. */
+ * Anything else, and every check that fails, goes to os_rma_fast, which
+ * decides. */
 bool os_rma_fast_run(os_win_t *w, os_rma_kind_t kind, const os_dtype_t *t, size_t count,
                      int target, MPI_Aint tdisp, const void *origin, bool request)
 {
