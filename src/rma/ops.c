@@ -258,6 +258,14 @@ static void count_op(os_win_t *w, const os_rma_op_t *op)
     count_kind(w, (os_rma_kind_t)op->kind, op->tcount * op->ttype->size, op->request);
 }
 
+uint64_t os_win_ops_issued(const os_win_t *w)
+{
+    uint64_t n = 0;
+    for (size_t k = 0; k < sizeof ops_stat / sizeof ops_stat[0]; k++)
+        n += w->stats.counter[ops_stat[k]];
+    return n;
+}
+
 /* An operation with nothing to move: a zero count or a zero-size datatype
  * on any buffer it uses. MPI (and MPICH) make it a no-op whatever the other
  * buffers' datatypes, counts or addresses are: there is nothing to match. */
@@ -432,8 +440,14 @@ fast_begin(os_win_t *w, fast_epoch_t how, int target, os_rma_kind_t kind, size_t
         os_fence_await_entry(w, target);
     count_kind(w, kind, bytes, request);
     OS_STAT(w, FAST_PATH_OPS, 1);
-    if (w->access == OS_ACCESS_FENCE)
-        w->fence_epoch_ops++;
+}
+
+/* A lock or lock_all epoch: the leaves below hand memory UCX maps here to
+ * mapped_elem and mapped_fast only in these, which make no wait fast_epoch
+ * may ask for in the others. */
+static inline __attribute__((always_inline)) bool passive_epoch(const os_win_t *w)
+{
+    return w->access == OS_ACCESS_LOCK_ALL || w->access == OS_ACCESS_LOCK;
 }
 
 /* Where this process reaches target's memory at tdisp through UCX's mapping
@@ -775,16 +789,16 @@ bool os_rma_fast_word(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dty
     fast_epoch_t how;
     char *taddr;
     long long off;
-    if ((w->access != OS_ACCESS_LOCK_ALL && w->access != OS_ACCESS_LOCK) || target < 0 ||
-        target >= w->nranks || w->flavor == OS_FLAVOR_DYNAMIC || !mapped_ok)
+    if (target < 0 || target >= w->nranks || w->flavor == OS_FLAVOR_DYNAMIC || !mapped_ok)
         goto general;
     const os_peer_t *p = &w->peers[target];
     const bool remote = p->access == OS_PEER_REMOTE;
     if (remote) {
         /* mapped_acc's checks: memory UCX maps here, direct accumulates, no
          * accumulate mutex, none of this origin's accumulates still on
-         * their way as requests (same-origin ordering). */
-        if (!p->ucx_map || !w->cfg.acc_direct || p->acc_mutex_always ||
+         * their way as requests (same-origin ordering); and a lock or
+         * lock_all epoch, where mapped_target asks for no wait. */
+        if (!passive_epoch(w) || !p->ucx_map || !w->cfg.acc_direct || p->acc_mutex_always ||
             atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0 ||
             !(taddr = mapped_target(w, kind, target, tdisp, 8, request, &how)) ||
             ((uintptr_t)taddr & 7))
@@ -799,8 +813,7 @@ bool os_rma_fast_word(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dty
     }
     if (kind != OS_RMA_CAS && os_acc_bulk(w, target, 8))
         goto general;
-    count_kind(w, kind, 8, request);
-    OS_STAT(w, FAST_PATH_OPS, 1);
+    fast_begin(w, FAST_NOW, target, kind, 8, request);
     /* Between virtual nodes inside the bulk handshake only where every
      * process joined it (acc_host); otherwise no bulk accumulate runs on
      * the window (mapped_acc). */
@@ -843,21 +856,19 @@ bool os_rma_fast_elem(os_win_t *w, os_rma_kind_t kind, const os_dtype_t *t, int 
 {
     const size_t e = t->size;
     long long off;
-    if ((w->access != OS_ACCESS_LOCK_ALL && w->access != OS_ACCESS_LOCK) || target < 0 ||
-        target >= w->nranks || w->flavor == OS_FLAVOR_DYNAMIC || e - 1 >= 8 || (e & (e - 1)) ||
-        t->basic_size != e)
+    if (target < 0 || target >= w->nranks || w->flavor == OS_FLAVOR_DYNAMIC || e - 1 >= 8 ||
+        (e & (e - 1)) || t->basic_size != e)
         goto general;
     const os_peer_t *p = &w->peers[target];
     if (p->access != OS_PEER_DIRECT) {
-        if (p->access == OS_PEER_REMOTE && p->ucx_map)
+        if (p->access == OS_PEER_REMOTE && p->ucx_map && passive_epoch(w))
             return mapped_elem(w, kind, t, target, tdisp, origin, request);
         goto general;
     }
     if (fast_epoch(w, target, request) != FAST_NOW ||
         !fast_target_offset(w, p, kind, target, tdisp, e, &off))
         goto general;
-    count_kind(w, kind, e, request);
-    OS_STAT(w, FAST_PATH_OPS, 1);
+    fast_begin(w, FAST_NOW, target, kind, e, request);
     /* A put's plain store is one the next flush must order
      * (os_flush_barrier); a get's load is not. */
     if (kind == OS_RMA_PUT) {
@@ -889,9 +900,9 @@ bool os_rma_fast_run(os_win_t *w, os_rma_kind_t kind, const os_dtype_t *t, size_
     const size_t e = t->size;
     size_t bytes;
     long long off;
-    if ((w->access != OS_ACCESS_LOCK_ALL && w->access != OS_ACCESS_LOCK) || target < 0 ||
-        target >= w->nranks || w->flavor == OS_FLAVOR_DYNAMIC || !e || t->basic_size != e ||
-        __builtin_mul_overflow(count, e, &bytes) || bytes > (size_t)LLONG_MAX)
+    if (target < 0 || target >= w->nranks || w->flavor == OS_FLAVOR_DYNAMIC || !e ||
+        t->basic_size != e || __builtin_mul_overflow(count, e, &bytes) ||
+        bytes > (size_t)LLONG_MAX)
         goto general;
     const os_peer_t *p = &w->peers[target];
     if (p->access != OS_PEER_DIRECT) {
@@ -903,8 +914,7 @@ bool os_rma_fast_run(os_win_t *w, os_rma_kind_t kind, const os_dtype_t *t, size_
     if (fast_epoch(w, target, request) != FAST_NOW ||
         !fast_target_offset(w, p, kind, target, tdisp, bytes, &off))
         goto general;
-    count_kind(w, kind, bytes, request);
-    OS_STAT(w, FAST_PATH_OPS, 1);
+    fast_begin(w, FAST_NOW, target, kind, bytes, request);
     if (kind == OS_RMA_PUT || bytes > GET_ORDERED_MAX)
         w->stores_unordered = true;
     if (kind == OS_RMA_PUT)
@@ -937,10 +947,9 @@ bool os_rma_fast_acc(os_win_t *w, os_op_t rop, const os_dtype_t *t, size_t count
     size_t bytes;
     long long off;
     os_reduce_fn loop;
-    if ((w->access != OS_ACCESS_LOCK_ALL && w->access != OS_ACCESS_LOCK) || target < 0 ||
-        target >= w->nranks || w->flavor == OS_FLAVOR_DYNAMIC || t->basic_size != e ||
-        __builtin_mul_overflow(count, e, &bytes) || bytes > (size_t)LLONG_MAX ||
-        rop == OS_OP_NO_OP || t->basic == OS_B_NONE)
+    if (target < 0 || target >= w->nranks || w->flavor == OS_FLAVOR_DYNAMIC ||
+        t->basic_size != e || __builtin_mul_overflow(count, e, &bytes) ||
+        bytes > (size_t)LLONG_MAX || rop == OS_OP_NO_OP || t->basic == OS_B_NONE)
         goto general;
     const os_peer_t *p = &w->peers[target];
     if (p->access != OS_PEER_DIRECT || fast_epoch(w, target, request) != FAST_NOW ||
@@ -951,8 +960,7 @@ bool os_rma_fast_acc(os_win_t *w, os_op_t rop, const os_dtype_t *t, size_t count
     if (os_acc_mode(w, target, taddr, t) != OS_ACC_ATOMIC || !os_acc_bulk(w, target, bytes) ||
         !(loop = os_reduce_loop(rop, (os_basic_t)t->basic, e)))
         goto general;
-    count_kind(w, OS_RMA_ACC, bytes, request);
-    OS_STAT(w, FAST_PATH_OPS, 1);
+    fast_begin(w, FAST_NOW, target, OS_RMA_ACC, bytes, request);
     if (!os_acc_bulk_enter(w, target)) {
         acc_atomic_contig(w, target, rop, t, count, taddr, origin, NULL);
         return true;
@@ -1028,8 +1036,6 @@ os_status_t os_rma_issue(os_win_t *w, const os_rma_op_t *op)
     if (empty)
         return OS_OK;
     count_op(w, op);
-    if (w->access == OS_ACCESS_FENCE)
-        w->fence_epoch_ops++;
     if (defer) {
         /* Check the range now, so that the error reaches the erroneous call.
          * Not on dynamic windows: the fence that will run the operation is

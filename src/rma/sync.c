@@ -120,6 +120,16 @@ bool os_win_fence_idle(const os_win_t *w)
     return w->nqueue == 0;
 }
 
+/* Operations issued in fence epochs since the last fence (os_win_t's
+ * ops_at_fence). */
+static uint64_t fence_epoch_ops(const os_win_t *w)
+{
+    uint64_t n = w->fence_ops_left;
+    if (w->access == OS_ACCESS_FENCE)
+        n += os_win_ops_issued(w) - w->ops_at_fence;
+    return n;
+}
+
 /* A fence epoch with no queued operations ends quietly when the program moves
  * on to another kind of epoch (MPICH accepts this; MPI leaves it open). */
 static os_status_t leave_fence(os_win_t *w, const char *call)
@@ -128,6 +138,7 @@ static os_status_t leave_fence(os_win_t *w, const char *call)
         if (!os_win_fence_idle(w))
             return OS_ERR(OS_ERR_SYNC, "%s with operations of a fence epoch not yet completed "
                           "by a fence", call);
+        w->fence_ops_left = fence_epoch_ops(w);
         w->access = OS_ACCESS_NONE;
     }
     if (w->exposure == OS_EXPOSE_FENCE)
@@ -182,10 +193,11 @@ os_status_t os_win_fence(os_win_t *w, int assert)
                       w->access == OS_ACCESS_PSCW ? "post/start/complete/wait" : "lock");
     if (w->exposure == OS_EXPOSE_POST)
         return OS_ERR(OS_ERR_SYNC, "MPI_Win_fence inside a post/wait exposure epoch");
-    if ((assert & MPI_MODE_NOPRECEDE) && w->fence_epoch_ops)
+    const uint64_t epoch_ops = fence_epoch_ops(w);
+    if ((assert & MPI_MODE_NOPRECEDE) && epoch_ops)
         return OS_ERR(OS_ERR_SYNC, "MPI_Win_fence(MPI_MODE_NOPRECEDE) after %llu operations "
                       "were issued in the epoch it closes",
-                      (unsigned long long)w->fence_epoch_ops);
+                      (unsigned long long)epoch_ops);
     OS_STAT(w, FENCES, 1);
     WAIT_SITE(site, "MPI_Win_fence", -1, w->multinode ? describe_remote : describe_fence, NULL);
 
@@ -269,7 +281,8 @@ os_status_t os_win_fence(os_win_t *w, int assert)
             os_dtype_release(w->queue[i].rtype);
     }
     w->nqueue = 0;
-    w->fence_epoch_ops = 0;
+    w->ops_at_fence = os_win_ops_issued(w);
+    w->fence_ops_left = 0;
     if (assert & MPI_MODE_NOSUCCEED) {
         w->access = OS_ACCESS_NONE;
         w->exposure = OS_EXPOSE_NONE;

@@ -185,6 +185,39 @@ static void run(int flavor)
     MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win);
     EXPECT(MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win), MPI_ERR_RMA_SYNC);
     MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+    /* The same after each of the fast path's leaves, which take fence
+     * epochs too and count what they issue the way every path does: a
+     * fetch_and_op of a 64-bit integer, an accumulate of a run, a get of
+     * a run. */
+    int run_in[4];
+    for (int lane = 0; lane < 3; lane++) {
+        MPI_Win_fence(0, t.win);
+        if (lane == 0)
+            MPI_Fetch_and_op(&l, &r, MPI_INT64_T, right, t_disp(&t, right, 8), MPI_SUM, t.win);
+        else if (lane == 1)
+            MPI_Accumulate(x, 4, MPI_INT, right, t_disp(&t, right, 0), 4, MPI_INT, MPI_SUM, t.win);
+        else
+            MPI_Get(run_in, 4, MPI_INT, right, t_disp(&t, right, 0), 4, MPI_INT, t.win);
+        EXPECT(MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win), MPI_ERR_RMA_SYNC);
+        MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+    }
+    /* A lock epoch between two fences: its operations are not the fence
+     * epoch's. */
+    MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win);
+    MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win);
+    MPI_Win_unlock(right, t.win);
+    EXPECT(MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win), MPI_SUCCESS);
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
+    /* A fence epoch left for a lock epoch without a fence (allowed where
+     * its operations ran at once, as MPICH allows it): they still count. */
+    MPI_Win_fence(0, t.win);
+    MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win);
+    if (MPI_Win_lock(MPI_LOCK_SHARED, right, 0, t.win) == MPI_SUCCESS) {
+        MPI_Put(x, 1, MPI_INT, right, t_disp(&t, right, 0), 1, MPI_INT, t.win);
+        MPI_Win_unlock(right, t.win);
+    } /* else queued for the next fence, another node's memory: still in the epoch */
+    EXPECT(MPI_Win_fence(MPI_MODE_NOPRECEDE, t.win), MPI_ERR_RMA_SYNC);
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, t.win);
     /* The same error on rank 0 alone: the others' NOPRECEDE fence succeeds.
      * A NOPRECEDE epoch after it must neither hang (an origin waiting at its
      * put for rank 0's entry into the fence, while rank 0 waits for it in
