@@ -451,10 +451,10 @@ fast_begin(os_win_t *w, fast_epoch_t how, int target, os_rma_kind_t kind, size_t
  * 8-byte put in a fence epoch ran 233 instructions where one in a lock_all
  * epoch ran 147 (callgrind, Open MPI 5.0.11, MPI_Put alone), and bursts of
  * 8- and 64-byte accumulates and of fetch_and_ops in fence epochs took
- * 1.10-1.17x osc/sm's time (rma_sweep, medians of 8 jobs). Memory UCX maps here they hand to
- * mapped_elem and mapped_fast in lock and lock_all epochs only
- * (passive_epoch): those make no wait fast_epoch may ask for in the others,
- * and the others take it through os_rma_fast. */
+ * 1.10-1.17x osc/sm's time (rma_sweep, medians of 8 jobs). Memory UCX
+ * maps here they hand to mapped_elem and mapped_fast in lock and lock_all
+ * epochs only (passive_epoch): those make no wait fast_epoch may ask for
+ * in the others, and the others take it through os_rma_fast. */
 static inline __attribute__((always_inline)) bool passive_epoch(const os_win_t *w)
 {
     return w->access == OS_ACCESS_LOCK_ALL || w->access == OS_ACCESS_LOCK;
@@ -779,9 +779,10 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
 }
 
 /* One 8-byte integer element of an accumulate-kind call in an epoch that
- * grants access now (passive_epoch's comment), the commonest atomic of all (counters, RandomAccess,
- * queues built on fetch_and_op), as a leaf: the checks os_rma_fast and
- * mapped_acc make, in the same order, for this one case only, without
+ * grants access now (passive_epoch's comment), the commonest atomic of
+ * all (counters, RandomAccess, queues built on fetch_and_op), as a leaf:
+ * the checks os_rma_fast and mapped_acc make, in the same order, for this
+ * one case only, without
  * the general ones (derived types, counts, operations CPU atomics cannot
  * do) and with fewer registers to save. On the node's memory os_rma_fast
  * spent 247 instructions on an 8-byte fetch_and_op (callgrind), where Open
@@ -895,8 +896,8 @@ general:
 
 /* A put or get of a run of elements of one predefined type in an epoch
  * that grants access now (a halo row, a block of doubles), as
- * os_rma_fast_elem is
- * for one element: os_rma_fast's checks for this case only, in its order,
+ * os_rma_fast_elem is for one element: os_rma_fast's checks for this case
+ * only, in its order,
  * then os_copy. A leaf of its own, not os_rma_fast_elem with a count: the
  * one-element leaf then kept more registers and took 6 more instructions,
  * and an 8-byte get + flush went from 0.69-0.71x osc/sm to 0.75-0.77x
@@ -941,8 +942,8 @@ general:
 
 /* A plain accumulate (MPI_Accumulate, MPI_Raccumulate) of more than one
  * element of a predefined type on the node's memory in an epoch that
- * grants access now, large enough for the bulk handshake (a vector of doubles, a row
- * of a histogram), as a leaf, as os_rma_fast_word is for one element:
+ * grants access now, large enough for the bulk handshake (a vector of
+ * doubles, a row of a histogram), as a leaf, as os_rma_fast_word is for one element:
  * os_rma_fast's checks for this case only, in its order, and
  * acc_bulk_contig's work inline. On 64 bytes of longs through os_rma_fast
  * and acc_bulk_contig the call + flush ran 446 instructions where Open MPI
