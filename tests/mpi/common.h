@@ -91,6 +91,19 @@ static inline int t_virtual_node_size(void)
     return k > 0 && k < t_size ? k : 0;
 }
 
+/* Rounds of a contention loop: `full`, or full / ONESIDED_TEST_ROUNDS_DIVISOR
+ * (at least 10). A configuration sets it where every request waits for the
+ * target's CPU and more processes than cores run (the request routes of 5
+ * and 8 processes, over TCP too): each round costs a scheduling slice
+ * there, and the paths the loop covers are the same at fewer rounds. */
+static inline int t_rounds(int full)
+{
+    const char *v = getenv("ONESIDED_TEST_ROUNDS_DIVISOR");
+    const int div = v ? atoi(v) : 1;
+    const int n = div > 1 ? full / div : full;
+    return n < 10 && full >= 10 ? 10 : n;
+}
+
 /* The kernel refuses cross-memory attach here: the suite runs under the
  * no_cma wrapper (tests/inject/no_cma.c, which says so in the environment),
  * or onesided is told to behave as if (ONESIDED_CMA=0). Windows over

@@ -448,7 +448,8 @@ static void outstanding_requests(int flavor)
  * must also still catch a displacement outside the window. */
 static void single_elements(int flavor)
 {
-    enum { ROUNDS = 200, W_FOP = 0, W_ACC = 1, W_CAS = 2, W_PUT = 3, NW = 4 };
+    enum { W_FOP = 0, W_ACC = 1, W_CAS = 2, W_PUT = 3, NW = 4 };
+    const int rounds = t_rounds(200);
     t_win_t t = t_win_make(flavor, NW * 8, MPI_INFO_NULL);
     MPI_Datatype one; /* same layout as MPI_INT64_T, but derived: the general path */
     MPI_Type_contiguous(1, MPI_INT64_T, &one);
@@ -458,7 +459,7 @@ static void single_elements(int flavor)
     for (int mode = 0; mode < 3; mode++) { /* lock shared, lock exclusive, lock_all */
         memset(t.base, 0, NW * 8);
         MPI_Barrier(MPI_COMM_WORLD);
-        for (int r = 0; r < ROUNDS; r++) {
+        for (int r = 0; r < rounds; r++) {
             int64_t old, seen, got;
             if (mode == 2)
                 MPI_Win_lock_all(0, t.win);
@@ -489,7 +490,7 @@ static void single_elements(int flavor)
         }
         MPI_Barrier(MPI_COMM_WORLD);
         if (t_rank == 0) {
-            const int64_t *w = (const int64_t *)t.base, want = (int64_t)ROUNDS * t_size;
+            const int64_t *w = (const int64_t *)t.base, want = (int64_t)rounds * t_size;
             CHECK(w[W_FOP] == want && w[W_ACC] == want && w[W_CAS] == want,
                   "%s mode %d: fetch_and_op %lld, accumulate %lld, cas %lld, want %lld",
                   flavor_name[flavor], mode, (long long)w[W_FOP], (long long)w[W_ACC],
@@ -519,7 +520,7 @@ static void single_elements(int flavor)
     /* Rank 0's fast path serves its own memory on every configuration. */
     if (t_rank == 0 && flavor != F_CREATE && flavor != F_DYNAMIC &&
         (flavor != F_CREATE_BIG || t_flavor_mapped(F_CREATE_BIG)))
-        CHECK(st.counter[ONESIDED_STAT_FAST_PATH_OPS] >= 5 * ROUNDS &&
+        CHECK(st.counter[ONESIDED_STAT_FAST_PATH_OPS] >= 5 * rounds &&
               st.counter[ONESIDED_STAT_ACC_EXCL_ELEMS] > 0,
               "%s: fast path taken %llu times, plain stores under the exclusive lock %llu",
               flavor_name[flavor], (unsigned long long)st.counter[ONESIDED_STAT_FAST_PATH_OPS],
