@@ -78,7 +78,8 @@ int MPI_Win_test(MPI_Win win, int *flag)
     return done(win, "MPI_Win_test", os_win_test(w, flag));
 }
 
-int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
+/* MPI_Win_lock and MPI_Win_unlock past their inline cases, out of line. */
+static __attribute__((noinline)) int win_lock(int lock_type, int rank, int assert, MPI_Win win)
 {
     WIN_OR_RAISE("MPI_Win_lock");
     os_status_t st;
@@ -92,12 +93,49 @@ int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
     return done(win, "MPI_Win_lock", st);
 }
 
-int MPI_Win_unlock(int rank, MPI_Win win)
+/* A jump from MPI_Win_lock, which then keeps nothing across a call. */
+static __attribute__((noinline)) int win_lock_queued(os_win_t *w, bool exclusive, int rank,
+                                                     uint16_t ticket)
+{
+    os_win_lock_queued(w, exclusive, rank, ticket);
+    return MPI_SUCCESS;
+}
+
+static __attribute__((noinline)) int win_unlock(int rank, MPI_Win win)
 {
     WIN_OR_RAISE("MPI_Win_unlock");
     if (rank == MPI_PROC_NULL)
         return MPI_SUCCESS;
     return done(win, "MPI_Win_unlock", os_win_unlock(w, rank));
+}
+
+/* The lock and unlock of a window of one node that neither fail nor wait
+ * (os_win_lock_now, os_win_unlock_now): a window not the last one looked
+ * up, another thread that may call MPI, and everything else go out of
+ * line, so that these keep no register to save. */
+int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
+{
+    os_win_t *w = os_mpi_win_cached(win);
+    if (!w || os_threaded || (lock_type != MPI_LOCK_SHARED && lock_type != MPI_LOCK_EXCLUSIVE))
+        return win_lock(lock_type, rank, assert, win);
+    const bool exclusive = lock_type == MPI_LOCK_EXCLUSIVE;
+    uint16_t ticket;
+    switch (os_win_lock_now(w, exclusive, rank, assert, &ticket)) {
+    case OS_LOCK_TAKEN:
+        return MPI_SUCCESS;
+    case OS_LOCK_QUEUED:
+        return win_lock_queued(w, exclusive, rank, ticket);
+    default:
+        return win_lock(lock_type, rank, assert, win);
+    }
+}
+
+int MPI_Win_unlock(int rank, MPI_Win win)
+{
+    os_win_t *w = os_mpi_win_cached(win);
+    if (!w || os_threaded || !os_win_unlock_now(w, rank))
+        return win_unlock(rank, win);
+    return MPI_SUCCESS;
 }
 
 int MPI_Win_lock_all(int assert, MPI_Win win)

@@ -453,24 +453,8 @@ os_status_t os_win_test(os_win_t *w, int *flag)
 
 /* ------------------------------------------------------------ lock/unlock */
 
-/* The lock word of a node-mate's window, taken at once when nobody holds it
- * or waits for it (the common case, kept free of the wait's bookkeeping);
- * false with the ticket drawn otherwise. */
-static inline __attribute__((always_inline)) bool take_lock_now(os_win_t *w, int target,
-                                                               bool exclusive, uint16_t *ticket)
-{
-    os_rank_ctl_t *c = &w->ctl[target];
-    *ticket = os_lock_ticket(&c->lock);
-    if (exclusive ? !os_lock_excl_ready(&c->lock, *ticket)
-                  : !os_lock_shared_enter(&c->lock, *ticket))
-        return false;
-    if (exclusive)
-        atomic_store_explicit(&c->lock_holder, (uint64_t)w->rank + 1, memory_order_relaxed);
-    return true;
-}
-
 /* The rest of take_lock: across nodes the window's lock design; on one
- * node the wait for the turn of the ticket take_lock_now drew. */
+ * node the wait for the turn of the ticket os_lock_take_local drew. */
 static __attribute__((noinline)) os_status_t take_lock_wait(os_win_t *w, int target,
                                                             bool exclusive, uint16_t ticket,
                                                             const char *call)
@@ -512,7 +496,7 @@ static inline os_status_t take_lock(os_win_t *w, int target, bool exclusive, con
 {
     uint16_t ticket = 0;
     if (w->multinode ? os_remote_lock_now(w, target, exclusive)
-                     : take_lock_now(w, target, exclusive, &ticket)) {
+                     : os_lock_take_local(w, target, exclusive, &ticket)) {
         OS_STAT(w, LOCK_ACQUIRED, 1);
         return OS_OK;
     }
@@ -522,27 +506,21 @@ static inline os_status_t take_lock(os_win_t *w, int target, bool exclusive, con
 static inline os_status_t drop_lock(os_win_t *w, int target)
 {
     uint8_t s = w->tstate[target];
+    if (!w->multinode) {
+        os_lock_drop_local(w, target, s);
+        return OS_OK;
+    }
     /* Release: the epoch's operations are visible before the lock is free. */
     atomic_thread_fence(memory_order_release);
-    if (w->multinode) {
-        if (s == OS_T_LOCK_EXCL || s == OS_T_LOCK_SHARED) {
-            if (os_remote_unlock_now(w, target, s == OS_T_LOCK_EXCL))
-                return OS_OK;
-        }
-        WAIT_SITE(site, "MPI_Win_unlock", target, describe_remote, NULL);
-        os_status_t st = (s & OS_T_LOCK_NOCHECK) ? os_remote_flush(w, target)
-                                                 : os_remote_unlock(w, target, s == OS_T_LOCK_EXCL);
-        os_wait_pop(&site);
-        return st;
+    if (s == OS_T_LOCK_EXCL || s == OS_T_LOCK_SHARED) {
+        if (os_remote_unlock_now(w, target, s == OS_T_LOCK_EXCL))
+            return OS_OK;
     }
-    if (s & OS_T_LOCK_NOCHECK)
-        return OS_OK;
-    if (s == OS_T_LOCK_EXCL) {
-        atomic_store_explicit(&w->ctl[target].lock_holder, 0, memory_order_relaxed);
-        os_lock_release_excl_local(&w->ctl[target].lock);
-    } else
-        os_lock_release_shared(&w->ctl[target].lock);
-    return OS_OK;
+    WAIT_SITE(site, "MPI_Win_unlock", target, describe_remote, NULL);
+    os_status_t st = (s & OS_T_LOCK_NOCHECK) ? os_remote_flush(w, target)
+                                             : os_remote_unlock(w, target, s == OS_T_LOCK_EXCL);
+    os_wait_pop(&site);
+    return st;
 }
 
 os_status_t os_win_lock(os_win_t *w, int exclusive, int target, int assert)
@@ -564,15 +542,15 @@ os_status_t os_win_lock(os_win_t *w, int exclusive, int target, int assert)
         return st;
     if (!(assert & MPI_MODE_NOCHECK) && (st = take_lock(w, target, exclusive, "MPI_Win_lock")))
         return st;
-    w->tstate[target] = (uint8_t)((exclusive ? OS_T_LOCK_EXCL : OS_T_LOCK_SHARED) |
-                                  ((assert & MPI_MODE_NOCHECK) ? OS_T_LOCK_NOCHECK : 0));
-    w->nlocked++;
-    w->access = OS_ACCESS_LOCK;
-    if (exclusive)
-        OS_STAT(w, LOCK_EXCLUSIVE, 1);
-    else
-        OS_STAT(w, LOCK_SHARED, 1);
+    os_win_lock_opened(w, exclusive, target, assert);
     return OS_OK;
+}
+
+void os_win_lock_queued(os_win_t *w, bool exclusive, int target, uint16_t ticket)
+{
+    /* One node: the wait cannot fail. */
+    (void)take_lock_wait(w, target, exclusive, ticket, "MPI_Win_lock");
+    os_win_lock_opened(w, exclusive, target, 0);
 }
 
 os_status_t os_win_unlock(os_win_t *w, int target)

@@ -324,6 +324,53 @@ static void locks(void)
     t_win_free(&t);
 }
 
+/* A lock asked for while another process holds the target's exclusive lock
+ * waits for it, shared or exclusive, and its epoch sees what the holder put
+ * before its unlock. On one node the front end's inline lock then draws a
+ * ticket that is not served at once and waits for its turn out of line
+ * (os_win_lock_now's OS_LOCK_QUEUED, os_win_lock_queued): a lock that did
+ * not wait reads the word before the holder's put. */
+static void lock_waits(void)
+{
+    if (t_size < 2)
+        return;
+    t_win_t t = t_win_make(F_ALLOCATE, 64, MPI_INFO_NULL);
+    const bool one_node = t_virtual_node_size() == 0 && t_hosts == 1;
+    for (int type = 0; type < 2; type++) {
+        const int lock_type = type ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED;
+        const long want = 500 + type;
+        if (t_rank == 1) {
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, t.win);
+            MPI_Barrier(MPI_COMM_WORLD);
+            usleep(50000);
+            MPI_Put(&want, 1, MPI_LONG, 0, 0, 1, MPI_LONG, t.win);
+            MPI_Win_unlock(0, t.win);
+        } else {
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        if (t_rank == 0) {
+            onesided_win_stats_t before, after;
+            onesided_win_get_stats(t.win, &before);
+            long got = 0;
+            MPI_Win_lock(lock_type, 0, 0, t.win);
+            MPI_Get(&got, 1, MPI_LONG, 0, 0, 1, MPI_LONG, t.win);
+            MPI_Win_unlock(0, t.win);
+            onesided_win_get_stats(t.win, &after);
+            CHECK(got == want, "%s lock behind an exclusive one read %ld, want %ld",
+                  type ? "exclusive" : "shared", got, want);
+            if (one_node)
+                CHECK(after.counter[ONESIDED_STAT_LOCK_CONTENDED] ==
+                          before.counter[ONESIDED_STAT_LOCK_CONTENDED] + 1,
+                      "%s lock behind an exclusive one: %llu contended locks, want 1",
+                      type ? "exclusive" : "shared",
+                      (unsigned long long)(after.counter[ONESIDED_STAT_LOCK_CONTENDED] -
+                                           before.counter[ONESIDED_STAT_LOCK_CONTENDED]));
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    t_win_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -334,5 +381,6 @@ int main(int argc, char **argv)
     fence_with_load_store();
     pscw_patterns();
     locks();
+    lock_waits();
     return t_finish("test_sync");
 }
