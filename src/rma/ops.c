@@ -782,9 +782,8 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
  * grants access now (passive_epoch's comment), the commonest atomic of
  * all (counters, RandomAccess, queues built on fetch_and_op), as a leaf:
  * the checks os_rma_fast and mapped_acc make, in the same order, for this
- * one case only, without
- * the general ones (derived types, counts, operations CPU atomics cannot
- * do) and with fewer registers to save. On the node's memory os_rma_fast
+ * one case only, without the general ones (derived types, counts,
+ * operations CPU atomics cannot do) and with fewer registers to save. On the node's memory os_rma_fast
  * spent 247 instructions on an 8-byte fetch_and_op (callgrind), where Open
  * MPI 5.0.11's whole osc/sm fetch_and_op with its flush took 304; between
  * virtual nodes, through mapped_acc, the call + flush was 1.15-1.3x osc/sm.
@@ -897,8 +896,7 @@ general:
 /* A put or get of a run of elements of one predefined type in an epoch
  * that grants access now (a halo row, a block of doubles), as
  * os_rma_fast_elem is for one element: os_rma_fast's checks for this case
- * only, in its order,
- * then os_copy. A leaf of its own, not os_rma_fast_elem with a count: the
+ * only, in its order, then os_copy. A leaf of its own, not os_rma_fast_elem with a count: the
  * one-element leaf then kept more registers and took 6 more instructions,
  * and an 8-byte get + flush went from 0.69-0.71x osc/sm to 0.75-0.77x
  * (rma_sweep, Open MPI 5.0.11, 3 jobs each). Through os_rma_fast a put of
@@ -943,8 +941,8 @@ general:
 /* A plain accumulate (MPI_Accumulate, MPI_Raccumulate) of more than one
  * element of a predefined type on the node's memory in an epoch that
  * grants access now, large enough for the bulk handshake (a vector of
- * doubles, a row of a histogram), as a leaf, as os_rma_fast_word is for one element:
- * os_rma_fast's checks for this case only, in its order, and
+ * doubles, a row of a histogram), as a leaf, as os_rma_fast_word is for
+ * one element: os_rma_fast's checks for this case only, in its order, and
  * acc_bulk_contig's work inline. On 64 bytes of longs through os_rma_fast
  * and acc_bulk_contig the call + flush ran 446 instructions where Open MPI
  * 5.0.11's osc/sm ran 378 (callgrind), 1.1-1.16x its time; about 60 of

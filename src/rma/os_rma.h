@@ -1117,6 +1117,15 @@ OS_HOT void os_win_lock_opened(os_win_t *w, bool exclusive, int target, int asse
         OS_STAT(w, LOCK_SHARED, 1);
 }
 
+/* The lock epoch toward target closed (os_win_unlock, os_win_unlock_now),
+ * its lock given back. */
+OS_HOT void os_win_lock_closed(os_win_t *w, int target)
+{
+    w->tstate[target] = OS_T_NONE;
+    if (--w->nlocked == 0)
+        w->access = OS_ACCESS_NONE;
+}
+
 /* MPI_Win_lock and MPI_Win_unlock of a window of one node, inline in the
  * front end with no call and no register saved: the cases that can neither
  * fail nor wait, checked as os_win_lock and os_win_unlock check them. The
@@ -1160,9 +1169,7 @@ OS_HOT bool os_win_unlock_now(os_win_t *w, int target)
         (w->acc_batch && w->acc_batch[target].n))
         return false;
     os_lock_drop_local(w, target, w->tstate[target]);
-    w->tstate[target] = OS_T_NONE;
-    if (--w->nlocked == 0)
-        w->access = OS_ACCESS_NONE;
+    os_win_lock_closed(w, target);
     return true;
 }
 os_status_t os_win_lock_all(os_win_t *w, int assert);

@@ -566,9 +566,7 @@ os_status_t os_win_unlock(os_win_t *w, int target)
     os_status_t st2 = drop_lock(w, target);
     if (!st)
         st = st2;
-    w->tstate[target] = OS_T_NONE;
-    if (--w->nlocked == 0)
-        w->access = OS_ACCESS_NONE;
+    os_win_lock_closed(w, target);
     return st;
 }
 
