@@ -109,10 +109,28 @@ static __attribute__((noinline)) int win_unlock(int rank, MPI_Win win)
     return done(win, "MPI_Win_unlock", os_win_unlock(w, rank));
 }
 
-/* The lock and unlock of a window of one node that neither fail nor wait
- * (os_win_lock_now, os_win_unlock_now): a window not the last one looked
- * up, another thread that may call MPI, and everything else go out of
- * line, so that these keep no register to save. */
+/* Jumps from MPI_Win_lock and MPI_Win_unlock on a window spanning nodes:
+ * its lock word where it is free or nothing waits for its release, else
+ * the general path. */
+static __attribute__((noinline)) int win_lock_spanning(os_win_t *w, int lock_type, int rank,
+                                                       int assert, MPI_Win win)
+{
+    if (os_win_lock_spanning_now(w, lock_type == MPI_LOCK_EXCLUSIVE, rank, assert))
+        return MPI_SUCCESS;
+    return win_lock(lock_type, rank, assert, win);
+}
+
+static __attribute__((noinline)) int win_unlock_spanning(os_win_t *w, int rank, MPI_Win win)
+{
+    if (os_win_unlock_spanning_now(w, rank))
+        return MPI_SUCCESS;
+    return win_unlock(rank, win);
+}
+
+/* The lock and unlock that neither fail nor wait (os_win_lock_now,
+ * os_win_unlock_now): a window not the last one looked up, another thread
+ * that may call MPI, and everything else go out of line, so that these
+ * keep no register to save. */
 int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
 {
     os_win_t *w = os_mpi_win_cached(win);
@@ -125,6 +143,8 @@ int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
         return MPI_SUCCESS;
     case OS_LOCK_QUEUED:
         return win_lock_queued(w, exclusive, rank, ticket);
+    case OS_LOCK_SPANNING:
+        return win_lock_spanning(w, lock_type, rank, assert, win);
     default:
         return win_lock(lock_type, rank, assert, win);
     }
@@ -133,9 +153,16 @@ int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
 int MPI_Win_unlock(int rank, MPI_Win win)
 {
     os_win_t *w = os_mpi_win_cached(win);
-    if (!w || os_threaded || !os_win_unlock_now(w, rank))
+    if (!w || os_threaded)
         return win_unlock(rank, win);
-    return MPI_SUCCESS;
+    switch (os_win_unlock_now(w, rank)) {
+    case OS_UNLOCK_DONE:
+        return MPI_SUCCESS;
+    case OS_UNLOCK_SPANNING:
+        return win_unlock_spanning(w, rank, win);
+    default:
+        return win_unlock(rank, win);
+    }
 }
 
 int MPI_Win_lock_all(int assert, MPI_Win win)

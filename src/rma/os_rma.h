@@ -1126,29 +1126,33 @@ OS_HOT void os_win_lock_closed(os_win_t *w, int target)
         w->access = OS_ACCESS_NONE;
 }
 
-/* MPI_Win_lock and MPI_Win_unlock of a window of one node, inline in the
- * front end with no call and no register saved: the cases that can neither
- * fail nor wait, checked as os_win_lock and os_win_unlock check them. The
- * two front-end functions had 21 and 18 instructions of register saves
- * and restores around os_win_lock's and os_win_unlock's bodies inlined
- * into them, of 100 and 84 (callgrind, a shared lock, Open MPI 5.0.11),
- * where osc/sm's lock and unlock take 88 and 72; the leaves take 110 for
- * the pair.
+/* MPI_Win_lock and MPI_Win_unlock, inline in the front end with no call
+ * and no register saved: the cases that can neither fail nor wait, checked
+ * as os_win_lock and os_win_unlock check them. The two front-end functions
+ * had 21 and 18 instructions of register saves and restores around
+ * os_win_lock's and os_win_unlock's bodies inlined into them, of 100 and 84
+ * (callgrind, a shared lock, Open MPI 5.0.11), where osc/sm's lock and
+ * unlock take 88 and 72; the leaves take 110 for the pair.
  *
  * os_win_lock_now: OS_LOCK_GENERAL, nothing done, for anything but an
  * assert of 0 or MPI_MODE_NOCHECK toward a target of this window with no
  * epoch open or a lock epoch on other targets; OS_LOCK_TAKEN with the epoch
  * open; OS_LOCK_QUEUED with a ticket drawn that was not served at once,
- * which os_win_lock_queued waits for (out of line). */
-typedef enum { OS_LOCK_GENERAL, OS_LOCK_TAKEN, OS_LOCK_QUEUED } os_lock_now_t;
+ * which os_win_lock_queued waits for (out of line); OS_LOCK_SPANNING,
+ * nothing done, where the checks passed on a window spanning nodes, whose
+ * lock os_win_lock_spanning_now then tries (out of line: it calls into the
+ * network layer). */
+typedef enum { OS_LOCK_GENERAL, OS_LOCK_TAKEN, OS_LOCK_QUEUED, OS_LOCK_SPANNING } os_lock_now_t;
 OS_HOT os_lock_now_t os_win_lock_now(os_win_t *w, bool exclusive, int target, int assert,
                                      uint16_t *ticket)
 {
-    if ((unsigned)target >= (unsigned)w->nranks || w->multinode ||
-        (assert & ~MPI_MODE_NOCHECK) || w->exposure == OS_EXPOSE_FENCE ||
+    if ((unsigned)target >= (unsigned)w->nranks || (assert & ~MPI_MODE_NOCHECK) ||
+        w->exposure == OS_EXPOSE_FENCE ||
         !(w->access == OS_ACCESS_NONE ||
           (w->access == OS_ACCESS_LOCK && w->tstate[target] == OS_T_NONE)))
         return OS_LOCK_GENERAL;
+    if (w->multinode)
+        return OS_LOCK_SPANNING;
     if (!(assert & MPI_MODE_NOCHECK)) {
         if (!os_lock_take_local(w, target, exclusive, ticket))
             return OS_LOCK_QUEUED;
@@ -1159,19 +1163,31 @@ OS_HOT os_lock_now_t os_win_lock_now(os_win_t *w, bool exclusive, int target, in
 }
 /* The ticket os_win_lock_now drew, waited for; then the epoch opens. */
 void os_win_lock_queued(os_win_t *w, bool exclusive, int target, uint16_t ticket);
+/* os_win_lock_now's OS_LOCK_SPANNING: the epoch opened where the target's
+ * lock was taken at once (os_remote_lock_now); false, nothing done, for
+ * MPI_MODE_NOCHECK and a lock not free, which os_win_lock decides. */
+bool os_win_lock_spanning_now(os_win_t *w, bool exclusive, int target, int assert);
 
-/* False, nothing done, for a target not locked alone by MPI_Win_lock, a
- * window spanning nodes, or accumulates still coalesced for the target. */
-OS_HOT bool os_win_unlock_now(os_win_t *w, int target)
+/* os_win_unlock_now: OS_UNLOCK_GENERAL, nothing done, for a target not
+ * locked alone by MPI_Win_lock or with accumulates still coalesced for it;
+ * OS_UNLOCK_DONE; OS_UNLOCK_SPANNING, nothing done, on a window spanning
+ * nodes, for os_win_unlock_spanning_now. */
+typedef enum { OS_UNLOCK_GENERAL, OS_UNLOCK_DONE, OS_UNLOCK_SPANNING } os_unlock_now_t;
+OS_HOT os_unlock_now_t os_win_unlock_now(os_win_t *w, int target)
 {
     if ((unsigned)target >= (unsigned)w->nranks || w->access != OS_ACCESS_LOCK ||
-        w->multinode || w->tstate[target] == OS_T_NONE ||
-        (w->acc_batch && w->acc_batch[target].n))
-        return false;
+        w->tstate[target] == OS_T_NONE || (w->acc_batch && w->acc_batch[target].n))
+        return OS_UNLOCK_GENERAL;
+    if (w->multinode)
+        return OS_UNLOCK_SPANNING;
     os_lock_drop_local(w, target, w->tstate[target]);
     os_win_lock_closed(w, target);
-    return true;
+    return OS_UNLOCK_DONE;
 }
+/* os_win_unlock_now's OS_UNLOCK_SPANNING: the epoch closed where the lock
+ * is given back with nothing to wait for (os_remote_unlock_now); false,
+ * nothing done, otherwise. */
+bool os_win_unlock_spanning_now(os_win_t *w, int target);
 os_status_t os_win_lock_all(os_win_t *w, int assert);
 os_status_t os_win_unlock_all(os_win_t *w);
 os_status_t os_win_flush(os_win_t *w, int target, bool all);

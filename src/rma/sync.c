@@ -503,6 +503,16 @@ static inline os_status_t take_lock(os_win_t *w, int target, bool exclusive, con
     return take_lock_wait(w, target, exclusive, ticket, call);
 }
 
+/* A window spanning nodes: the lock held as `s` (a tstate) given back where
+ * nothing waits for its release; false, nothing done, otherwise. */
+static inline bool drop_remote_lock_now(os_win_t *w, int target, uint8_t s)
+{
+    /* Release: the epoch's operations are visible before the lock is free. */
+    atomic_thread_fence(memory_order_release);
+    return (s == OS_T_LOCK_EXCL || s == OS_T_LOCK_SHARED) &&
+           os_remote_unlock_now(w, target, s == OS_T_LOCK_EXCL);
+}
+
 static inline os_status_t drop_lock(os_win_t *w, int target)
 {
     uint8_t s = w->tstate[target];
@@ -510,12 +520,8 @@ static inline os_status_t drop_lock(os_win_t *w, int target)
         os_lock_drop_local(w, target, s);
         return OS_OK;
     }
-    /* Release: the epoch's operations are visible before the lock is free. */
-    atomic_thread_fence(memory_order_release);
-    if (s == OS_T_LOCK_EXCL || s == OS_T_LOCK_SHARED) {
-        if (os_remote_unlock_now(w, target, s == OS_T_LOCK_EXCL))
-            return OS_OK;
-    }
+    if (drop_remote_lock_now(w, target, s))
+        return OS_OK;
     WAIT_SITE(site, "MPI_Win_unlock", target, describe_remote, NULL);
     os_status_t st = (s & OS_T_LOCK_NOCHECK) ? os_remote_flush(w, target)
                                              : os_remote_unlock(w, target, s == OS_T_LOCK_EXCL);
@@ -551,6 +557,24 @@ void os_win_lock_queued(os_win_t *w, bool exclusive, int target, uint16_t ticket
     /* One node: the wait cannot fail. */
     (void)take_lock_wait(w, target, exclusive, ticket, "MPI_Win_lock");
     os_win_lock_opened(w, exclusive, target, 0);
+}
+
+bool os_win_lock_spanning_now(os_win_t *w, bool exclusive, int target, int assert)
+{
+    /* MPI_MODE_NOCHECK is rare enough to leave to os_win_lock. */
+    if ((assert & MPI_MODE_NOCHECK) || !os_remote_lock_now(w, target, exclusive))
+        return false;
+    OS_STAT(w, LOCK_ACQUIRED, 1);
+    os_win_lock_opened(w, exclusive, target, 0);
+    return true;
+}
+
+bool os_win_unlock_spanning_now(os_win_t *w, int target)
+{
+    if (!drop_remote_lock_now(w, target, w->tstate[target]))
+        return false;
+    os_win_lock_closed(w, target);
+    return true;
 }
 
 os_status_t os_win_unlock(os_win_t *w, int target)
