@@ -783,8 +783,8 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
  * all (counters, RandomAccess, queues built on fetch_and_op), as a leaf:
  * the checks os_rma_fast and mapped_acc make, in the same order, for this
  * one case only, without the general ones (derived types, counts,
- * operations CPU atomics cannot do) and with fewer registers to save. On the node's memory os_rma_fast
- * spent 247 instructions on an 8-byte fetch_and_op (callgrind), where Open
+ * operations CPU atomics cannot do) and with fewer registers to save. On
+ * the node's memory os_rma_fast spent 247 instructions on an 8-byte fetch_and_op (callgrind), where Open
  * MPI 5.0.11's whole osc/sm fetch_and_op with its flush took 304; between
  * virtual nodes, through mapped_acc, the call + flush was 1.15-1.3x osc/sm.
  * Anything else, and every check that fails, goes to os_rma_fast, which
@@ -896,8 +896,8 @@ general:
 /* A put or get of a run of elements of one predefined type in an epoch
  * that grants access now (a halo row, a block of doubles), as
  * os_rma_fast_elem is for one element: os_rma_fast's checks for this case
- * only, in its order, then os_copy. A leaf of its own, not os_rma_fast_elem with a count: the
- * one-element leaf then kept more registers and took 6 more instructions,
+ * only, in its order, then os_copy. A leaf of its own, not
+ * os_rma_fast_elem with a count: the one-element leaf then kept more registers and took 6 more instructions,
  * and an 8-byte get + flush went from 0.69-0.71x osc/sm to 0.75-0.77x
  * (rma_sweep, Open MPI 5.0.11, 3 jobs each). Through os_rma_fast a put of
  * 8 longs took 136 instructions where one element takes 81, and a shared
