@@ -779,16 +779,16 @@ bool os_rma_fast(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t 
 }
 
 /* One 8-byte integer element of an accumulate-kind call in an epoch that
- * grants access now (passive_epoch's comment), the commonest atomic of
- * all (counters, RandomAccess, queues built on fetch_and_op), as a leaf:
- * the checks os_rma_fast and mapped_acc make, in the same order, for this
- * one case only, without the general ones (derived types, counts,
- * operations CPU atomics cannot do) and with fewer registers to save. On
- * the node's memory os_rma_fast spent 247 instructions on an 8-byte fetch_and_op (callgrind), where Open
- * MPI 5.0.11's whole osc/sm fetch_and_op with its flush took 304; between
- * virtual nodes, through mapped_acc, the call + flush was 1.15-1.3x osc/sm.
- * Anything else, and every check that fails, goes to os_rma_fast, which
- * decides. */
+ * grants access now (passive_epoch's comment), the commonest atomic of all
+ * (counters, RandomAccess, queues built on fetch_and_op), as a leaf: the
+ * checks os_rma_fast and mapped_acc make, in the same order, for this one
+ * case only, without the general ones (derived types, counts, operations CPU
+ * atomics cannot do) and with fewer registers to save. On the node's memory
+ * os_rma_fast spent 247 instructions on an 8-byte fetch_and_op (callgrind),
+ * where Open MPI 5.0.11's whole osc/sm fetch_and_op with its flush took 304;
+ * between virtual nodes, through mapped_acc, the call + flush was 1.15-1.3x
+ * osc/sm. Anything else, and every check that fails, goes to os_rma_fast,
+ * which decides. */
 bool os_rma_fast_word(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t,
                       int target, MPI_Aint tdisp, const void *origin, const void *compare,
                       void *result, bool request)
@@ -893,18 +893,17 @@ general:
     return os_rma_fast(w, kind, OS_OP_NO_OP, t, 1, target, tdisp, origin, NULL, NULL, request);
 }
 
-/* A put or get of a run of elements of one predefined type in an epoch
- * that grants access now (a halo row, a block of doubles), as
- * os_rma_fast_elem is for one element: os_rma_fast's checks for this case
- * only, in its order, then os_copy. A leaf of its own, not
- * os_rma_fast_elem with a count: the one-element leaf then kept more registers and took 6 more instructions,
+/* A put or get of a run of elements of one predefined type in an epoch that
+ * grants access now (a halo row, a block of doubles), as os_rma_fast_elem is
+ * for one element: os_rma_fast's checks for this case only, in its order,
+ * then os_copy. A leaf of its own, not os_rma_fast_elem with a count: the
+ * one-element leaf then kept more registers and took 6 more instructions,
  * and an 8-byte get + flush went from 0.69-0.71x osc/sm to 0.75-0.77x
- * (rma_sweep, Open MPI 5.0.11, 3 jobs each). Through os_rma_fast a put of
- * 8 longs took 136 instructions where one element takes 81, and a shared
- * lock, that put and the unlock took 399 against osc/sm's 409, 1.09-1.14x
- * its time in the main job. Memory UCX maps here goes to mapped_move.
- * Anything else, and every check that fails, goes to os_rma_fast, which
- * decides. */
+ * (rma_sweep, Open MPI 5.0.11, 3 jobs each). Through os_rma_fast a put of 8
+ * longs took 136 instructions where one element takes 81, and a shared lock,
+ * that put and the unlock took 399 against osc/sm's 409, 1.09-1.14x its time
+ * in the main job. Memory UCX maps here goes to mapped_move. Anything else,
+ * and every check that fails, goes to os_rma_fast, which decides. */
 bool os_rma_fast_run(os_win_t *w, os_rma_kind_t kind, const os_dtype_t *t, size_t count,
                      int target, MPI_Aint tdisp, const void *origin, bool request)
 {
