@@ -676,6 +676,15 @@ void os_ucx_worker_release(void)
     UNLOCK();
 }
 
+/* One round of the worker first: UCX 1.20's CMA transport (uct scopy)
+ * copies a put's or get's data in the worker's progress, not in
+ * ucp_put_nbx/ucp_get_nbx. After that round the endpoint's flush finds
+ * nothing outstanding and completes at once, without a request, where
+ * before it was posted first and completed only in wait_req's second round:
+ * an 8-byte put + flush to MPI_Win_create memory between virtual nodes took
+ * 0.84 us, now 0.67 (Open MPI 5.0.11; 1,235 instructions fewer, callgrind).
+ * Where the round finds nothing to do it costs a poll. Not from a handler:
+ * UCX forbids progress from its callbacks. */
 os_status_t os_ucx_flush(int peer)
 {
     ucp_request_param_t p = { .op_attr_mask = 0 };
@@ -683,6 +692,8 @@ os_status_t os_ucx_flush(int peer)
     if (peer >= U.npeers || (peer >= 0 && !U.eps[peer]))
         return OS_OK; /* nothing was ever sent there */
     LOCK();
+    if (!in_handler)
+        (void)ucp_worker_progress(U.worker);
     req = peer < 0 ? ucp_worker_flush_nbx(U.worker, &p) : ucp_ep_flush_nbx(U.eps[peer], &p);
     UNLOCK();
     return wait_req(req, peer < 0 ? "ucp_worker_flush_nbx" : "ucp_ep_flush_nbx");
