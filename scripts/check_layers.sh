@@ -7,7 +7,7 @@ set -euo pipefail
 build=${1:?usage: check_layers.sh BUILD_DIR}
 
 # Layer of each file, lowest first (os_net.h's list).
-declare -A layer=([route_table]=0 [lockword]=0 [forward]=1 [request]=2 [serve]=2 [lock]=3 [barrier]=3 [origin]=4
+declare -A layer=([route_table]=0 [lockword]=0 [datakey]=0 [forward]=1 [request]=2 [serve]=2 [lock]=3 [barrier]=3 [origin]=4
                   [window]=5 [init]=5)
 
 declare -A owner objs

@@ -309,15 +309,15 @@ typedef struct os_shell {
     size_t ctl_bytes, post_off, post_stride, complete_off, complete_stride, regions_off;
     int inline_regions;   /* dynamic-window region copies per process */
     os_shm_seg_t data;    /* allocate flavors: the node's data, kept for the next window */
-    /* A shell spanning nodes has UCX allocate the data (shell.c), so that
-     * other nodes reach it by RDMA without this node's processes. */
+    /* A shell spanning nodes has UCX allocate the data (shell_data.c), so
+     * that other nodes reach it by RDMA without this node's processes. */
     bool data_ucx;        /* data came from UCX: other nodes may map it (net/window.c) */
-    os_ucx_reg_t data_reg; /* the node's first process: UCX's allocation */
-    void *data_rkey;      /* the others: its key, unpacked; holds their mapping */
-    char *data_key;       /* every process: the packed key, for other nodes, ... */
-    uint64_t data_key_addr; /* ... valid for the data's address in its owner */
+    struct os_data_slab *data_slab; /* the segment the data is a piece of ... */
+    int data_piece;       /* ... and which */
+    const char *data_key; /* the segment's packed key, for other nodes, ... */
+    uint64_t data_key_addr; /* ... and the data's address in the key's owner */
     size_t data_key_len;
-    uint64_t data_serial; /* names that data in the job (shell.c); 0: none */
+    uint64_t data_serial; /* names the segment in the job (shell_data.c); 0: none */
     /* this process's part of the data that the last free zeroed
      * (os_shell_zero_part), and whether every page of it was present then:
      * pages stay once present */
@@ -528,6 +528,16 @@ bool os_shell_keeps_data(const os_shell_t *s);
 void os_shell_zero_part(os_shell_t *s, void *part, size_t len);
 /* MPI_Finalize: every cached shell goes (collective). */
 void os_shell_finalize(void);
+
+/* shell_data.c */
+typedef struct os_data_slab os_data_slab_t;
+/* The shell's data from UCX: a piece of a slab of `list` (the cache's, for
+ * the shell's node kind), or for large data a segment of its own. False in
+ * every process of the node where UCX cannot allocate shareable memory on
+ * all of them (collective over the node). */
+bool os_shell_data_ucx(os_shell_t *s, os_data_slab_t **list, size_t bytes);
+/* The piece goes back to its slab, a slab with none left in use goes. */
+void os_shell_data_ucx_release(os_shell_t *s);
 
 /* window.c */
 /* The processes onesided knows and names by rank ("world ranks" throughout:

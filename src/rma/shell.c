@@ -93,6 +93,8 @@ typedef struct os_comm_cache {
     int nspare[OS_NODES_KINDS];
     size_t spare_bytes[OS_NODES_KINDS];
     os_ctl_slab_t *slabs[OS_NODES_KINDS]; /* [os_nodes_t]: control-area slabs of the node */
+    /* [os_nodes_t]: slabs of small data that UCX allocated (shell_data.c) */
+    os_data_slab_t *data_slabs[OS_NODES_KINDS];
     int nidle[OS_NODES_KINDS];
     MPI_Comm comm;              /* the windows' shared private duplicate, or NULL */
     MPI_Comm node[OS_NODES_KINDS]; /* [os_nodes_t]: the node communicators, or NULL */
@@ -119,12 +121,8 @@ static void data_release(os_shell_t *s)
 {
     if (!s->data_ucx)
         os_shm_destroy(&s->data);
-    else if (s->node_rank == 0)
-        os_ucx_mem_unmap(&s->data_reg);
     else
-        os_ucx_rkey_destroy(s->data_rkey);
-    free(s->data_key);
-    s->data_rkey = NULL;
+        os_shell_data_ucx_release(s);
     s->data_key = NULL;
     s->data_key_len = 0;
     s->data_key_addr = 0;
@@ -586,75 +584,6 @@ os_status_t os_shell_set_hints(os_shell_t *s, MPI_Info hints, bool shared)
                              : OS_ERR(OS_ERR_INFO, "the host MPI refused the window's hints");
 }
 
-/* The data of a window spanning nodes, allocated through UCX: the node's
- * first process allocates it (UCP_MEM_MAP_ALLOCATE puts it in a System V
- * or POSIX shared-memory segment), the others map it with ucp_rkey_ptr,
- * and other nodes get the packed key (os_remote_win_setup). Memory UCX
- * allocated is memory its transports reach from the origin alone: shared
- * memory between processes of one host (virtual nodes), registered memory
- * for RDMA hardware. Memory it did not allocate it can only reach through
- * the target's own progress (a request served by its worker). Node-mates
- * share nothing here but what UCX itself maps, which keeps virtual nodes
- * honest. False (and nothing kept) when UCX cannot allocate shareable
- * memory on every process of the node: the caller falls back to our own
- * segment, reached by emulated RDMA. Collective over the node.
- *
- * Whether a process can map the segment, each one that needs to finds out
- * itself: a node-mate here, a process of another node when it unpacks the
- * key (net/window.c). The first process does not ask its own key through
- * its endpoint to itself first: that unpack attached the segment and its
- * destruction detached it, 4-5 us of each new window's 35 between virtual
- * nodes (MPICH 5.0.2, 1000 live windows, the first round), and nobody
- * used the answer the mappings do not give (UCX's heap allocation, its
- * last resort, is refused by every process's ucp_rkey_ptr alike). */
-static bool data_create_ucx(os_shell_t *s, size_t bytes)
-{
-    /* The serial names the segment in the job: its owner's MPI_COMM_WORLD
-     * rank and a count of its own (atomic: threads create windows over
-     * different communicators at once). Other nodes keep their key to it
-     * across windows while it is the same (net/window.c); an address
-     * cannot tell, since a new segment may be mapped where an old one was. */
-    static _Atomic uint32_t segments_made;
-    struct { int len; uint64_t addr, serial; } d = { 0, 0, 0 };
-    void *addr = NULL;
-    int ok;
-    if (s->node_rank == 0 && os_ucx_mem_alloc(bytes, &s->data_reg, &addr) == OS_OK) {
-        d.len = (int)s->data_reg.rkey_len;
-        d.addr = (uint64_t)(uintptr_t)addr;
-        d.serial = (uint64_t)(s->node_first + 1) << 32 | (atomic_fetch_add(&segments_made, 1) + 1);
-    }
-    PMPI_Bcast(&d, sizeof d, MPI_BYTE, 0, s->node);
-    ok = d.len > 0;
-    if (d.len > 0) {
-        /* The key, in chunks: a process that cannot hold it still takes
-         * part in the broadcast (and then refuses). */
-        char sink[256];
-        if (!(s->data_key = malloc((size_t)d.len)))
-            ok = 0;
-        else if (s->node_rank == 0)
-            memcpy(s->data_key, s->data_reg.rkey_buf, (size_t)d.len);
-        for (int off = 0; off < d.len; off += (int)sizeof sink) {
-            int n = d.len - off < (int)sizeof sink ? d.len - off : (int)sizeof sink;
-            PMPI_Bcast(s->data_key ? s->data_key + off : sink, n, MPI_BYTE, 0, s->node);
-        }
-    }
-    if (ok && s->node_rank != 0) {
-        ok = os_ucx_rkey_unpack(s->node_first, s->data_key, &s->data_rkey) == OS_OK &&
-             (addr = os_ucx_rkey_ptr(s->data_rkey, d.addr)) != NULL;
-    }
-    PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, s->node);
-    s->data_ucx = true; /* so that data_release undoes what was done */
-    if (!ok) {
-        data_release(s);
-        return false;
-    }
-    s->data_key_len = (size_t)d.len;
-    s->data_key_addr = d.addr;
-    s->data_serial = d.serial;
-    s->data = (os_shm_seg_t){ .addr = addr, .size = bytes };
-    return true;
-}
-
 os_status_t os_shell_data(os_shell_t *s, size_t bytes)
 {
     /* Collective over the node; `bytes` is the same in all its processes. */
@@ -662,7 +591,8 @@ os_status_t os_shell_data(os_shell_t *s, size_t bytes)
         return OS_OK;
     data_release(s);
     bytes = OS_ALIGN_UP(bytes, PAGE);
-    if (s->multinode && os_ucx_active() && data_create_ucx(s, bytes))
+    if (s->multinode && os_ucx_active() &&
+        os_shell_data_ucx(s, &s->cache->data_slabs[s->nodes], bytes))
         return OS_OK;
     return os_shm_create(s->node, bytes, &s->data);
 }

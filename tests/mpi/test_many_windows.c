@@ -228,24 +228,32 @@ static void keys_check(const char *what, int i, MPI_Win win, int64_t *mem, MPI_A
               (unsigned long long)kept);
 }
 
-/* Other nodes' keys to a process's MPI_Win_allocate data are kept from one
- * window to the next over the same communicator (one per process on
- * another node) while the data is the same segment, and unpacked again
- * once it is not: a bigger window takes new segments, at whose far end and
- * start every process's puts must land. Past the 128 idle shells a freed
- * window's shell is a spare without its host handle, which keeps its data
- * and keys too: 200 windows alive, freed, and made again all keep theirs. */
+/* Other nodes' keys to a process's MPI_Win_allocate data are unpacked once
+ * per segment in each process: kept from one window to the next over the
+ * same communicator (one per process on another node) while the data is
+ * the same segment, and shared by every window whose data is a piece of
+ * the same slab (64 pieces of one size, shell_data.c) and by the processes
+ * of one node, whose data is one piece. A bigger window takes a piece of
+ * another slab, at whose far end and start every process's puts must land.
+ * Past the 128 idle shells a freed window's shell is a spare without its
+ * host handle, which keeps its data and keys too: 200 windows alive, freed,
+ * and made again all keep theirs. */
 static void data_keys(void)
 {
+    enum { PIECES = 64 };
     const int k = t_virtual_node_size();
     const int node_ranks = k ? (t_rank / k * k + k <= t_size ? k : t_size - t_rank / k * k)
                              : t_size;
+    const int nodes = k ? (t_size + k - 1) / k : 1;
     const uint64_t remote = (uint64_t)(t_size - node_ranks);
+    /* A new slab: one key unpacked per other node, its other processes'
+     * data share it. */
+    const uint64_t fresh = remote - (uint64_t)(nodes - 1);
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    /* 4 KB windows, then 64 KB ones (new segments), then 64 KB again. */
+    /* 4 KB windows, then 64 KB ones (a new slab), then 64 KB again. */
     const MPI_Aint sizes[] = { 4096, 4096, 4096, 65536, 65536 };
-    const uint64_t expect[] = { 0, remote, remote, 0, remote };
+    const uint64_t expect[] = { fresh, remote, remote, fresh, remote };
     for (int i = 0; i < 5; i++) {
         int64_t *mem;
         MPI_Win win;
@@ -260,10 +268,11 @@ static void data_keys(void)
         for (int i = 0; i < LIVE; i++)
             MPI_Win_allocate(4096, 8, MPI_INFO_NULL, comm, &mems[i], &wins[i]);
         /* The first round's first window takes the last 64 KB shell (whose
-         * data is big enough); the rest are new. */
+         * data is big enough); the rest are new, a new slab every PIECES
+         * (the 4 KB one went as the 64 KB window took its only piece). */
         for (int i = 0; i < LIVE; i++)
             keys_check(round ? "live window again" : "live window", i, wins[i], mems[i], 4096,
-                       round || i == 0 ? remote : 0);
+                       round || i == 0 || (i - 1) % PIECES ? remote : fresh);
         for (int i = 0; i < LIVE; i++)
             MPI_Win_free(&wins[i]);
     }

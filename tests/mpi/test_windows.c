@@ -694,6 +694,70 @@ static void small_part_zeroed(void)
     MPI_Comm_free(&comm);
 }
 
+/* Small MPI_Win_allocate data spanning nodes is a piece of a slab (between
+ * virtual nodes; one node's windows have a segment of their own, and the
+ * steps hold there too). A piece one window wrote whole, given back as a
+ * bigger window took its shell, is the next new window's: it must read
+ * zero, and the windows alive beside it keep their own memory. A (4 KB) and
+ * B (4 KB) are written whole by their owner and their first and last word
+ * put by the left neighbour, then freed (B first); C (8 KB) takes A's shell
+ * and a bigger piece, giving A's back; D (4 KB) takes B's shell and piece;
+ * E (4 KB) is a new shell, which takes the free piece, A's. */
+static void pieces_recycled(void)
+{
+    enum { SMALL = 4096 };
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Win win[5];
+    int64_t *mem[5];
+    const MPI_Aint bytes[5] = { SMALL, SMALL, 2 * SMALL, SMALL, SMALL };
+    /* The word each window's neighbour puts first and last. */
+    int64_t mark[5];
+    int64_t *a_base = NULL;
+    for (int i = 0; i < 5; i++) {
+        if (i == 2) { /* A and B written whole and freed, B first */
+            a_base = mem[0];
+            for (int j = 0; j < 2; j++)
+                memset(mem[j], 0x6b, (size_t)bytes[j]);
+            MPI_Barrier(comm);
+            MPI_Win_free(&win[1]);
+            MPI_Win_free(&win[0]);
+        }
+        MPI_Win_allocate(bytes[i], 8, MPI_INFO_NULL, comm, &mem[i], &win[i]);
+        size_t nonzero = 0;
+        for (MPI_Aint b = 0; b < bytes[i] / 8; b++)
+            nonzero += mem[i][b] != 0;
+        CHECK(nonzero == 0, "recycled pieces: window %c has %zu of %ld words not zero", 'A' + i,
+              nonzero, (long)(bytes[i] / 8));
+        /* Between virtual nodes the piece is A's (the recycling this is
+         * about), the first free one of the slab. */
+        if (i == 4 && t_virtual_node_size() > 0)
+            CHECK(mem[4] == a_base, "recycled pieces: E's memory %p is not A's %p",
+                  (void *)mem[4], (void *)a_base);
+        MPI_Barrier(comm);
+        const int64_t v = 100 * i + t_rank;
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win[i]);
+        MPI_Put(&v, 1, MPI_INT64_T, right, 0, 1, MPI_INT64_T, win[i]);
+        MPI_Put(&v, 1, MPI_INT64_T, right, bytes[i] / 8 - 1, 1, MPI_INT64_T, win[i]);
+        MPI_Win_unlock(right, win[i]);
+        mark[i] = 100 * i + left;
+    }
+    MPI_Barrier(comm);
+    for (int i = 2; i < 5; i++) {
+        MPI_Win_lock(MPI_LOCK_SHARED, t_rank, 0, win[i]);
+        CHECK(mem[i][0] == mark[i] && mem[i][bytes[i] / 8 - 1] == mark[i],
+              "recycled pieces: window %c holds %lld and %lld, expected %lld (memory shared "
+              "with another window?)", 'A' + i, (long long)mem[i][0],
+              (long long)mem[i][bytes[i] / 8 - 1], (long long)mark[i]);
+        MPI_Win_unlock(t_rank, win[i]);
+    }
+    MPI_Barrier(comm);
+    for (int i = 4; i >= 2; i--)
+        MPI_Win_free(&win[i]);
+    MPI_Comm_free(&comm);
+}
+
 /* A freed window's data segment is kept for the next one only up to 64 MiB
  * per node. Windows above that, one after another on one communicator,
  * each get a new segment (the second used to find a released one). */
@@ -927,6 +991,7 @@ int main(int argc, char **argv)
     shell_reuse();
     kept_data_zeroed();
     small_part_zeroed();
+    pieces_recycled();
     large_windows();
     create_edge_cases();
     access_paths();

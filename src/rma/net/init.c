@@ -18,5 +18,6 @@ os_status_t os_net_init(int nprocs, int me, const int *server_of)
 
 void os_net_finalize(void)
 {
+    os_data_key_finalize();
     os_lockword_finalize();
 }

@@ -8,6 +8,7 @@
  * netmod apart from its shm path):
  *   route_table.c  which process a message goes to next (os_route.h; pure)
  *   lockword.c     network lock words, pooled, and peers' keys to them
+ *   datakey.c      other nodes' keys to their MPI_Win_allocate data, shared
  *   forward.c      moving messages: sending (direct or along a route),
  *                  forwarding and aggregating for others, answering, and
  *                  handing what arrives for this process to the handlers
@@ -106,6 +107,16 @@ os_status_t os_lockword_rkey(int peer, uint64_t block_addr, const void *key, voi
 /* Destroys the keys and gives the blocks back to UCX (MPI_Finalize, before
  * the endpoints close). */
 void os_lockword_finalize(void);
+
+/* datakey.c: rank r's key to its MPI_Win_allocate data in w->peers[r].rkey.
+ * serial names the owner's segment where it keeps it for later windows:
+ * the key is then unpacked once in this process and held by w's shell
+ * (os_data_key_kept); 0: the window's alone, destroyed with it. */
+os_status_t os_data_key(os_win_t *w, int r, uint64_t serial, const void *packed);
+bool os_data_key_kept(const os_win_t *w, int r);
+/* Destroys the keys windows never freed still hold (MPI_Finalize, before
+ * the endpoints close). */
+void os_data_key_finalize(void);
 
 /* forward.c: moving messages (the lowest layer; see above). */
 /* What forward.c hands messages addressed to this process to. */

@@ -23,7 +23,7 @@ typedef struct {
     uint64_t id;        /* the window's id, if this process names it (rank 0) */
     uint64_t word;      /* network lock word ... */
     uint64_t word_block; /* ... in the block whose key it is (lockword.c) */
-    uint64_t data_serial; /* the memory's segment, if its key may be kept (data_key) */
+    uint64_t data_serial; /* the memory's segment, if its key may be kept (datakey.c) */
     int32_t key_len;    /* the memory's packed key (0: none) */
     int32_t word_key_len;
     int32_t rdma_world; /* whose endpoint reaches the memory */
@@ -118,69 +118,6 @@ static os_status_t memory_key(os_win_t *w, const void *base, size_t bytes, remot
     *key = w->reg.rkey_buf;
     me->key_len = (int32_t)w->reg.rkey_len;
     return OS_OK;
-}
-
-/* Keys to other nodes' MPI_Win_allocate data, kept by the shell from one
- * window to the next. Unpacking a key to a segment UCX's shared-memory
- * transport maps attaches it (shmat), and destroying the key detaches it
- * (shmdt and munmap, with a TLB shootdown on every thread of the process):
- * between virtual nodes that was 2-4 us of each MPI_Win_free's 5-9 on
- * MPICH 5.0.2, against 2-3 us for the host's whole free. A shell's next
- * window is over the same communicator, and its owners' shells keep their
- * segments for it too (every process decides alike, shell.c), so the key
- * is kept with the shell and used again while the owner's serial says it
- * is the same segment. A key to a segment its owner has since given back
- * holds that memory until this shell's next window or its end: the owner
- * gives it back only as a window over the same communicator is made or as
- * the shell goes, which this shell's next window or end follows. */
-struct os_peer_data_key {
-    uint64_t serial; /* the owner's segment (remote_info_t.data_serial) */
-    int owner;       /* whose endpoint the key was unpacked for */
-    void *rkey;
-};
-
-static bool data_key_kept(const os_win_t *w, int r)
-{
-    const struct os_peer_data_key *k = w->shell->peer_data_keys;
-    return k && k[r].rkey && k[r].rkey == w->peers[r].rkey;
-}
-
-/* Peer r's key to its memory: on MPI_Win_allocate windows the shell's, if
- * it kept one to the same segment, else unpacked (and kept, where the owner
- * keeps the segment). Other flavors' keys are to the program's memory,
- * registered for this window alone. */
-static os_status_t data_key(os_win_t *w, int r, const remote_info_t *info, const void *packed)
-{
-    os_shell_t *sh = w->shell;
-    os_peer_t *p = &w->peers[r];
-    struct os_peer_data_key *k = sh->peer_data_keys;
-    if (w->flavor != OS_FLAVOR_ALLOCATE)
-        return os_ucx_rkey_unpack(p->rdma_world, packed, &p->rkey);
-    if (info->data_serial && !k &&
-        (k = sh->peer_data_keys = calloc((size_t)w->nranks, sizeof *k)) == NULL)
-        return OS_ERR(OS_ERR_NOMEM, "data keys of %d processes", w->nranks);
-    if (k && k[r].rkey && k[r].serial == info->data_serial && k[r].owner == p->rdma_world) {
-        p->rkey = k[r].rkey;
-        OS_STAT(w, DATA_KEYS_REUSED, 1);
-        return OS_OK;
-    }
-    if (k && k[r].rkey) { /* another segment now, or none kept */
-        os_ucx_rkey_destroy(k[r].rkey);
-        k[r].rkey = NULL;
-    }
-    os_status_t st = os_ucx_rkey_unpack(p->rdma_world, packed, &p->rkey);
-    if (!st && info->data_serial)
-        k[r] = (struct os_peer_data_key){ info->data_serial, p->rdma_world, p->rkey };
-    return st;
-}
-
-void os_remote_shell_release(os_shell_t *s)
-{
-    for (int r = 0; s->peer_data_keys && r < s->nranks; r++)
-        if (s->peer_data_keys[r].rkey)
-            os_ucx_rkey_destroy(s->peer_data_keys[r].rkey);
-    free(s->peer_data_keys);
-    s->peer_data_keys = NULL;
 }
 
 /* Bulk accumulates between virtual nodes of one host (acc_host). A window
@@ -340,8 +277,10 @@ os_status_t os_remote_win_setup(os_win_t *w, const void *base, size_t bytes)
         p->rdma_world = all[r].rdma_world;
         /* Unpacked toward the key's owner, whose endpoint carries the RDMA:
          * on RDMA hardware a key is valid only there. */
-        if (all[r].key_len)
-            st = data_key(w, r, &all[r], keys + displs[r]);
+        if (all[r].key_len && w->flavor == OS_FLAVOR_ALLOCATE)
+            st = os_data_key(w, r, all[r].data_serial, keys + displs[r]);
+        else if (all[r].key_len) /* the program's memory, registered for this window alone */
+            st = os_ucx_rkey_unpack(p->rdma_world, keys + displs[r], &p->rkey);
         /* Zero-copy as far as this process's UCX shows it: memory UCX
          * allocated, which one of its shared-memory transports maps here
          * (not with ONESIDED_UCX_TLS=tcp,self, say, which emulates it).
@@ -377,7 +316,7 @@ void os_remote_win_teardown(os_win_t *w)
     os_hmap_destroy(&w->node_mates);
     for (int r = 0; w->peers && r < w->nranks; r++)
         if (w->peers[r].rkey) {
-            if (!data_key_kept(w, r)) /* the shell's stay for its next window */
+            if (!os_data_key_kept(w, r)) /* the shell's stay for its next window */
                 os_ucx_rkey_destroy(w->peers[r].rkey);
             w->peers[r].rkey = NULL;
         }
