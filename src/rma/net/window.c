@@ -55,16 +55,29 @@ static os_status_t remote_alloc(os_win_t *w)
 {
     const int n = w->nranks;
     os_status_t st;
-    w->dirty = calloc((size_t)n, 1);
-    w->acks = calloc((size_t)n, sizeof *w->acks);
-    w->lock_how = calloc((size_t)n, 1);
-    w->kept = calloc((size_t)n, sizeof *w->kept);
-    w->nl_addr = calloc((size_t)n, sizeof *w->nl_addr);
-    w->nl_rkey = calloc((size_t)n, sizeof *w->nl_rkey);
-    w->nl_map = calloc((size_t)n, sizeof *w->nl_map);
-    if (!w->dirty || !w->acks || !w->lock_how || !w->kept || !w->nl_addr || !w->nl_rkey ||
-        !w->nl_map)
+    /* One block for the arrays of one entry per process, each on cache
+     * lines of its own (acks change under the progress thread, the others
+     * are the origin's): seven allocations were fourteen calls of malloc's
+     * per window, whose chunk headers the free found cold. */
+    size_t at[7], total = 0;
+    const size_t bytes[7] = { (size_t)n, (size_t)n * sizeof *w->acks, (size_t)n,
+                              (size_t)n * sizeof *w->kept, (size_t)n * sizeof *w->nl_addr,
+                              (size_t)n * sizeof *w->nl_rkey, (size_t)n * sizeof *w->nl_map };
+    for (int i = 0; i < 7; i++) {
+        at[i] = total;
+        total += OS_ALIGN_UP(bytes[i], OS_CACHELINE);
+    }
+    char *block = aligned_alloc(OS_CACHELINE, total);
+    if (!block)
         return OS_ERR(OS_ERR_NOMEM, "window of %d processes", n);
+    memset(block, 0, total);
+    w->dirty = (uint8_t *)block; /* at[0] == 0: the block's start, which teardown frees */
+    w->acks = (_Atomic int64_t *)(block + at[1]);
+    w->lock_how = (uint8_t *)(block + at[2]);
+    w->kept = (struct os_kept_op *)(block + at[3]);
+    w->nl_addr = (uint64_t *)(block + at[4]);
+    w->nl_rkey = (void **)(block + at[5]);
+    w->nl_map = (void **)(block + at[6]);
     if ((st = os_lockword_get(&w->netword, &w->netword_block)))
         return st;
     /* The whole unit: lock word, completes, the fence's counters (barrier.c),
@@ -331,20 +344,14 @@ void os_remote_win_teardown(os_win_t *w)
     w->acc_host_units = NULL;
     w->acc_host = false;
     atomic_store_explicit(&w->words_mapped, false, memory_order_relaxed);
-    free(w->nl_rkey);
-    free(w->nl_map);
-    free(w->nl_addr);
-    free(w->lock_how);
     for (int r = 0; w->kept && r < w->nranks; r++)
         os_kept_clear(&w->kept[r]);
-    free(w->kept);
+    free(w->dirty); /* remote_alloc's block, every array below */
     w->kept = NULL;
     w->nl_rkey = NULL;
     w->nl_map = NULL;
     w->nl_addr = NULL;
     w->lock_how = NULL;
-    free(w->dirty);
-    free((void *)w->acks);
     w->dirty = NULL;
     w->acks = NULL;
 }

@@ -365,6 +365,8 @@ os_status_t os_ucx_mem_alloc(size_t len, os_ucx_reg_t *reg, void **addr)
 
 void os_ucx_mem_unmap(os_ucx_reg_t *reg)
 {
+    if (!reg->rkey_buf && !reg->memh)
+        return; /* nothing registered (most windows' own reg: their data is the shell's) */
     LOCK();
     if (reg->rkey_buf)
         ucp_rkey_buffer_release(reg->rkey_buf);
