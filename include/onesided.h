@@ -230,8 +230,10 @@ typedef enum {
                                       virtual node of this host), the epoch completed first */
     ONESIDED_STAT_DATA_KEYS_REUSED, /* MPI_Win_allocate windows: other nodes' keys to their
                                        data kept from the last window over the same
-                                       communicator, whose data they still are, instead of
-                                       unpacked again (no segment attached and detached) */
+                                       communicator, whose data they still are, or held by
+                                       another window for the same segment (a slab of small
+                                       data, a node's data), instead of unpacked again (no
+                                       segment attached and detached) */
     ONESIDED_STAT_FENCE_MAPPED,     /* fence barriers between nodes done on the counters UCX maps
                                        here (window rank 0's lock word line) instead of the host's
                                        allreduce (ONESIDED_FENCE_MAPPED) */

@@ -318,9 +318,12 @@ typedef struct os_shell {
     uint64_t data_key_addr; /* ... and the data's address in the key's owner */
     size_t data_key_len;
     uint64_t data_serial; /* names the segment in the job (shell_data.c); 0: none */
-    /* this process's part of the data that the last free zeroed
-     * (os_shell_zero_part), and whether every page of it was present then:
-     * pages stay once present */
+    /* this process's part of the last window's data, which the shell's next
+     * window clears (os_shell_zero_later), or 0 bytes */
+    char *zero_owed;
+    size_t zero_owed_len;
+    /* this process's part of the data that was zeroed last, and whether
+     * every page of it was present then: pages stay once present */
     char *zeroed;
     size_t zeroed_len;
     bool zeroed_present;
@@ -525,7 +528,9 @@ os_status_t os_shell_data(os_shell_t *s, size_t bytes);
 void os_shell_put(os_shell_t *s);
 /* Whether os_shell_put keeps the data segment for the next window. */
 bool os_shell_keeps_data(const os_shell_t *s);
-void os_shell_zero_part(os_shell_t *s, void *part, size_t len);
+/* The window's free: this process's part of the kept data, to be zeroed
+ * before the next window over the shell may be reached (shell.c). */
+void os_shell_zero_later(os_shell_t *s, void *part, size_t len);
 /* MPI_Finalize: every cached shell goes (collective). */
 void os_shell_finalize(void);
 
@@ -538,6 +543,8 @@ typedef struct os_data_slab os_data_slab_t;
 bool os_shell_data_ucx(os_shell_t *s, os_data_slab_t **list, size_t bytes);
 /* The piece goes back to its slab, a slab with none left in use goes. */
 void os_shell_data_ucx_release(os_shell_t *s);
+/* Whether the release would end the segment (no other piece in use). */
+bool os_shell_data_ucx_last(const os_shell_t *s);
 
 /* window.c */
 /* The processes onesided knows and names by rank ("world ranks" throughout:

@@ -115,10 +115,68 @@ static bool pristine_fallback_kind;
  * known. */
 static MPI_Info shared_hint = MPI_INFO_NULL;
 
+/* This process's part of the kept data, zeroed for the next window (when
+ * the shell is taken again: zero_owed). Pages nobody touched are left
+ * alone (os_zero_touched): they still read as zeros. When MPI_Win_free did
+ * this, faulting in the untouched page of each window to clear it had made
+ * the first free of windows whose memory the program never wrote 3.1-3.6
+ * us instead of 0.9-1.0 (MPICH 5.0.2, one node, 100 windows of 4 KB). The
+ * check is a system call (mincore, 0.3 us here), so a part found present
+ * whole is remembered per shell and cleared at once the next time (a page
+ * once present stays so: os_zero_touched needs no swap). A part with
+ * absent pages is checked again each time: clearing a small one whole
+ * (two pages: a memset of two present pages takes 17-33 ns in cache, the
+ * call 250) faulted its absent pages in, and a fault of a new page costs
+ * 3-4 us on a KVM guest, where it takes the host's own fault too (the
+ * zeroing averaged 1.4 us a window with 1000 windows between virtual
+ * nodes on MPICH 5.0.2, three rounds), besides the memory. */
+static void zero_part(os_shell_t *s, void *part, size_t len)
+{
+    char *p = part;
+    if (s->zeroed_present && p >= s->zeroed && p + len <= s->zeroed + s->zeroed_len) {
+        memset(p, 0, len);
+        s->zeroed = p; /* present whole, remembered as itself */
+        s->zeroed_len = len;
+        return;
+    }
+    s->zeroed = p;
+    s->zeroed_len = len;
+    s->zeroed_present = os_zero_touched(p, len);
+}
+
+void os_shell_zero_later(os_shell_t *s, void *part, size_t len)
+{
+    s->zero_owed = part;
+    s->zero_owed_len = len;
+}
+
+/* The last window's part, zeroed as the shell is taken again: by each
+ * process its own, before the collectives that make the next window, so
+ * that no process can reach the new window before all are done (a part
+ * may overlap a node-mate's part of the next window, which it can reach
+ * through MPI_Win_shared_query once the window is made). It was zeroed in
+ * MPI_Win_free: 0.7-1.0 us of each free, a third of it, between virtual
+ * nodes with 1000 windows alive on MPICH 5.0.2, host on UCX (the page
+ * faults and mincore calls of os_zero_touched); a window's creation has
+ * time to spare there, and a shell never taken again (the program's last
+ * windows) zeroes nothing. */
+static void zero_owed(os_shell_t *s)
+{
+    if (!s->zero_owed_len)
+        return;
+    zero_part(s, s->zero_owed, s->zero_owed_len);
+    s->zero_owed_len = 0;
+}
+
 /* Leaves the shell with no data segment (size 0 included: the next window
  * compares its size with it). */
 static void data_release(os_shell_t *s)
 {
+    /* A piece goes back to its slab for another shell (shell_data.c):
+     * zero, unless its slab goes with it. */
+    if (s->data_ucx && !os_shell_data_ucx_last(s))
+        zero_owed(s);
+    s->zero_owed_len = 0;
     if (!s->data_ucx)
         os_shm_destroy(&s->data);
     else
@@ -503,6 +561,7 @@ os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, bool shared, os_shell_
          * barrier, and none touches this area before the next collective
          * (the creating allgather), so the node's first process clears it. */
         ctl_zero(s);
+        zero_owed(s);
     } else if ((s = c->spare[nodes])) {
         /* A spare: as an idle shell, and a new handle. Its node-mates take
          * the same spare (os_shell_put); processes of other nodes may build
@@ -512,6 +571,7 @@ os_status_t os_shell_get(MPI_Comm comm, os_nodes_t nodes, bool shared, os_shell_
         c->nspare[nodes]--;
         c->spare_bytes[nodes] -= s->data.size;
         ctl_zero(s);
+        zero_owed(s); /* before handle_make's reduction */
         os_status_t st = handle_make(s, shared);
         if (st) {
             shell_destroy(s);
@@ -602,51 +662,9 @@ bool os_shell_keeps_data(const os_shell_t *s)
     return s->data.size <= KEEP_DATA_MAX;
 }
 
-/* This process's part of the kept data, zeroed for the next window. Pages
- * nobody touched are left alone (os_zero_touched): the first MPI_Win_free
- * of windows whose memory the program never wrote took 3.1-3.6 us instead
- * of 0.9-1.0 (MPICH 5.0.2, one node, 100 windows of 4 KB), each faulting
- * in its page to clear it. The check is a system call (mincore, 0.3 us
- * here), so what it found is remembered per shell:
- * - a part found present whole is cleared at once the next time (a page
- *   once present stays so: os_zero_touched needs no swap);
- * - a small part (ZERO_SMALL_BYTES: a memset of two present pages takes
- *   17-33 ns in cache, the call 250) is checked at its first free only,
- *   which spares the first round the faults of a new segment, and cleared
- *   whole from then on: its absent pages fault in once, and later frees
- *   of windows nobody wrote no longer pay the call each. Most of the call
- *   had hidden in the free's barrier: those frees went from 1.144 to 1.075
- *   us on one node, 1.478 to 1.404 between virtual nodes with the host on
- *   UCX (MPICH 5.0.2, 100 windows of 4 KB, medians of 8 alternating jobs,
- *   spreads of 0.2-0.4 us). */
-enum { ZERO_SMALL_BYTES = 2 * PAGE };
-
-void os_shell_zero_part(os_shell_t *s, void *part, size_t len)
-{
-    char *p = part;
-    if (s->zeroed && p >= s->zeroed && p + len <= s->zeroed + s->zeroed_len &&
-        (s->zeroed_present || len <= ZERO_SMALL_BYTES)) {
-        /* Present whole now; remembered as itself (the part checked before
-         * may be larger, with absent pages left). */
-        memset(p, 0, len);
-        s->zeroed = p;
-        s->zeroed_len = len;
-        s->zeroed_present = true;
-        return;
-    }
-    s->zeroed = p;
-    s->zeroed_len = len;
-    s->zeroed_present = os_zero_touched(p, len);
-}
-
 void os_shell_put(os_shell_t *s)
 {
     os_comm_cache_t *c = s->cache;
-    /* The handle forgets the window: name and error handler as new (its
-     * attributes were deleted by MPI_Win_free, its info is reset by the
-     * next window). */
-    PMPI_Win_set_name(s->handle, s->handle_name);
-    PMPI_Win_set_errhandler(s->handle, MPI_ERRORS_ARE_FATAL);
     if (s->data.size > KEEP_DATA_MAX)
         data_release(s);
     c->live--;
@@ -676,6 +694,11 @@ void os_shell_put(os_shell_t *s)
         c->spare_bytes[s->nodes] += bytes;
         return;
     }
+    /* Kept with its handle, which forgets the window: name and error
+     * handler as new (its attributes were deleted by MPI_Win_free, its info
+     * is reset by the next window). A handle freed above needs neither. */
+    PMPI_Win_set_name(s->handle, s->handle_name);
+    PMPI_Win_set_errhandler(s->handle, MPI_ERRORS_ARE_FATAL);
     s->next = c->idle[s->nodes];
     c->idle[s->nodes] = s;
     c->nidle[s->nodes]++;

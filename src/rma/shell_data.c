@@ -21,8 +21,8 @@
  * and when a slab is made or goes, follow the order of window creations
  * and frees on the communicator, as shells do, so every process of the
  * node takes the same piece. A piece given back is zero: each process
- * cleared its part when the window was freed (os_shell_zero_part, since a
- * shell always keeps a piece for its next window) and no window used the
+ * clears its part of the last window first (shell.c's data_release, since
+ * a shell always keeps a piece for its next window) and no window used the
  * rest; and no process of the node touches it before the collectives of
  * the next window that takes it. A slab goes when its last piece comes
  * back; a key to it that another node keeps holds the memory until that
@@ -172,6 +172,12 @@ bool os_shell_data_ucx(os_shell_t *s, os_data_slab_t **list, size_t bytes)
     s->data_key_addr = slab->owner_addr + (uint64_t)i * piece;
     s->data_serial = slab->serial;
     return true;
+}
+
+bool os_shell_data_ucx_last(const os_shell_t *s)
+{
+    const os_data_slab_t *slab = s->data_slab;
+    return (slab->free | (uint64_t)1 << s->data_piece) == all_pieces(slab->npieces);
 }
 
 void os_shell_data_ucx_release(os_shell_t *s)

@@ -460,9 +460,9 @@ static os_status_t win_create(os_flavor_t flavor, void *base, MPI_Aint size, int
         }
     }
     /* This process's part of the data starts zeroed, as in a new segment:
-     * a segment kept from an earlier window was zeroed by each process of
-     * that window at its free (os_win_free), before the collectives that
-     * made this one. Zeroed here, a part could be cleared after a node-mate
+     * each process of the shell's last window zeroed its part of that one
+     * as it took the shell (os_shell_get), before the collectives that made
+     * this one. Zeroed here, a part could be cleared after a node-mate
      * that finished creating first had stored into it through
      * MPI_Win_shared_query (once MPI_Win_set_info's barrier no longer ended
      * every creation: os_shell_hints_stale). */
@@ -569,12 +569,11 @@ os_status_t os_win_free(os_win_t *w)
      * the shell's control area is cleared for the next window only after
      * every process has left this one. */
     PMPI_Barrier(w->comm);
-    /* The shell keeps the data for the next window: zeroed for it (see
-     * win_create), by each process its own part, now that nobody uses it.
-     * Only pages someone touched: the others still read as zeros. */
+    /* The shell keeps the data for the next window, which zeroes it (see
+     * win_create), by each process its own part, as it takes the shell. */
     if ((w->flavor == OS_FLAVOR_ALLOCATE || w->flavor == OS_FLAVOR_SHARED) && w->size > 0 &&
         os_shell_keeps_data(w->shell))
-        os_shell_zero_part(w->shell, w->peers[w->rank].base, (size_t)w->size);
+        os_shell_zero_later(w->shell, w->peers[w->rank].base, (size_t)w->size);
     if (w->multinode) {
         /* A progress thread may still be serving this window's lock (a
          * migration of the hybrid lock moves tickets on the node's CPU

@@ -13,6 +13,8 @@
  *     epoch on every window, before and after, must still be exact;
  *   - other nodes' keys to MPI_Win_allocate data are kept while the data
  *     is the same, past the idle shells too (data_keys);
+ *   - MPI_Win_allocate data given back by shells past the spares, written
+ *     whole, reads zero in the windows that take it next (data_recycled);
  *   - the descriptor table (/proc/self/status FDSize) holds every region's
  *     descriptor from MPI_Init on and never grows under the windows: a
  *     table shared by threads grows only after an RCU grace period, 7-31 ms
@@ -279,6 +281,61 @@ static void data_keys(void)
     MPI_Comm_free(&comm);
 }
 
+/* Past the 128 idle shells and the 1024 spares a freed window's shell goes,
+ * and its data with it: between virtual nodes a piece of a slab, whose
+ * other pieces the kept shells hold, so it goes back to the slab for the
+ * next new shell (shell_data.c). Each process zeroes its part of a kept
+ * shell's data as the next window takes the shell; a shell that goes
+ * zeroes it then. LIVE windows, each written whole by its owner and put to
+ * by the left neighbour, are freed and made again: every byte must read
+ * zero, and the neighbour's puts land. */
+static void data_recycled(void)
+{
+    enum { LIVE = 128 + 1024 + 40, BYTES = 4096 };
+    const int right = (t_rank + 1) % t_size;
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Win *wins = malloc(sizeof *wins * LIVE);
+    int64_t **mems = malloc(sizeof *mems * LIVE);
+    for (int round = 0; round < 2; round++) {
+        int nonzero = 0;
+        for (int i = 0; i < LIVE; i++) {
+            MPI_Win_allocate(BYTES, 8, MPI_INFO_NULL, comm, &mems[i], &wins[i]);
+            for (int b = 0; b < BYTES / 8; b++)
+                nonzero += mems[i][b] != 0;
+        }
+        CHECK(nonzero == 0, "recycled data, round %d: %d words of %d windows not zero", round,
+              nonzero, LIVE);
+        for (int i = 0; i < LIVE; i++)
+            memset(mems[i], 0x3d, BYTES);
+        MPI_Barrier(comm);
+        const int64_t v = 77;
+        for (int i = 0; i < LIVE; i++) {
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, wins[i]);
+            MPI_Put(&v, 1, MPI_INT64_T, right, BYTES / 8 - 1, 1, MPI_INT64_T, wins[i]);
+            MPI_Win_unlock(right, wins[i]);
+        }
+        MPI_Barrier(comm);
+        int wrong = 0;
+        for (int i = 0; i < LIVE; i++) {
+            MPI_Win_lock(MPI_LOCK_SHARED, t_rank, 0, wins[i]);
+            wrong += mems[i][BYTES / 8 - 1] != 77 || mems[i][0] != 0x3d3d3d3d3d3d3d3dll;
+            MPI_Win_unlock(t_rank, wins[i]);
+        }
+        CHECK(wrong == 0, "recycled data, round %d: %d of %d windows hold the wrong values",
+              round, wrong, LIVE);
+        /* Last made first: the shells that go are the first windows',
+         * whose pieces share their slab with pieces spares keep (slabs of
+         * 64 in creation order), so the slab stays and the next round's new
+         * shells take them. */
+        for (int i = LIVE - 1; i >= 0; i--)
+            MPI_Win_free(&wins[i]);
+    }
+    free(wins);
+    free(mems);
+    MPI_Comm_free(&comm);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -296,6 +353,7 @@ int main(int argc, char **argv)
         CHECK(fds_at_init >= 1024, "descriptor table of %d at MPI_Init, not grown for regions",
               fds_at_init);
     data_keys();
+    data_recycled();
     const int before = free_contexts();
     T_FOR_EACH_FLAVOR(f) {
         live_windows(f, n);
