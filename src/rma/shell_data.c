@@ -9,31 +9,36 @@
  * worker). Node-mates share nothing here but what UCX itself maps, which
  * keeps virtual nodes honest.
  *
- * Small data is a piece of a slab: one UCX allocation of PIECES pieces of
- * one power-of-two size, per communicator and node kind (shell.c's cache),
- * which the node-mates map once and other nodes' processes unpack the key
- * of once (net/datakey.c, by the slab's serial). With a segment per window,
- * UCX allocating it (shmget, shmat and their page faults, about 7 us) and
- * each peer attaching it as it unpacked the key (about 5) were a third of
- * the first MPI_Win_allocate of 1000 between virtual nodes (MPICH 5.0.2
- * with the host on UCX: 37 us against the host's 19-21, whose own window
- * registers 4 KB of its heap and maps nothing). Which piece a shell takes,
- * and when a slab is made or goes, follow the order of window creations
- * and frees on the communicator, as shells do, so every process of the
- * node takes the same piece. A piece given back is zero: each process
- * clears its part of the last window first (shell.c's data_release, since
- * a shell always keeps a piece for its next window) and no window used the
- * rest; and no process of the node touches it before the collectives of
- * the next window that takes it. A slab goes when its last piece comes
- * back; a key to it that another node keeps holds the memory until that
- * node lets it go, as with a window's own segment (net/datakey.c). */
+ * Small data is a piece of a slab: one UCX allocation of up to PIECES
+ * pieces of one power-of-two size (16 of 64 KiB to 64 of 4 KiB), per
+ * communicator and node kind (shell.c's cache), which the node-mates map
+ * once and other nodes' processes unpack the key of once (net/datakey.c,
+ * by the slab's serial). With a segment per window, UCX allocating it
+ * (shmget, shmat and their page faults, about 7 us) and each peer
+ * attaching it as it unpacked the key (about 5) were most of the first
+ * MPI_Win_allocate of 1000 between virtual nodes (MPICH 5.0.2 with the
+ * host on UCX: 37.4 us, now 13.9, against the host's 18-19, whose own
+ * window registers 4 KB of its heap and maps nothing). Which piece a shell
+ * takes, and when a slab is made or goes, follow the order of window
+ * creations and frees on the communicator, as shells do, so every process
+ * of the node takes the same piece. A piece given back is zero: each
+ * process clears its part of the last window first (shell.c's
+ * data_release, since a shell always keeps a piece for its next window)
+ * and no window used the rest; and no process of the node touches it
+ * before the collectives of the next window that takes it. A slab goes
+ * when its last piece comes back; a key to it that another node keeps
+ * holds the memory until that node lets it go, as with a window's own
+ * segment (net/datakey.c). */
 #include "os_rma.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define PAGE 4096
+/* Pieces per slab (its bitmap's bits), and no more bytes than SLAB_BYTES:
+ * memory UCX allocated for RDMA hardware is registered, pinned whole. */
 enum { PIECES = 64 };
+#define SLAB_BYTES ((size_t)1 << 20)
 /* Larger data takes a segment of its own (a slab of one piece, on no list):
  * a slab of such pieces would hold megabytes nobody may ever ask for. */
 #define PIECE_MAX ((size_t)64 << 10)
@@ -152,7 +157,9 @@ bool os_shell_data_ucx(os_shell_t *s, os_data_slab_t **list, size_t bytes)
                 break;
     }
     if (!slab) {
-        const int n = bytes <= PIECE_MAX ? PIECES : 1;
+        const int n = bytes > PIECE_MAX       ? 1
+                      : SLAB_BYTES / piece < PIECES ? (int)(SLAB_BYTES / piece)
+                                                    : PIECES;
         if (!(slab = slab_create(s, piece, n)))
             return false;
         if (n > 1) {
