@@ -520,7 +520,7 @@ static void single_elements(int flavor)
     /* Rank 0's fast path serves its own memory on every configuration. */
     if (t_rank == 0 && flavor != F_CREATE && flavor != F_DYNAMIC &&
         (flavor != F_CREATE_BIG || t_flavor_mapped(F_CREATE_BIG)))
-        CHECK(st.counter[ONESIDED_STAT_FAST_PATH_OPS] >= 5 * rounds &&
+        CHECK(st.counter[ONESIDED_STAT_FAST_PATH_OPS] >= (uint64_t)(5 * rounds) &&
               st.counter[ONESIDED_STAT_ACC_EXCL_ELEMS] > 0,
               "%s: fast path taken %llu times, plain stores under the exclusive lock %llu",
               flavor_name[flavor], (unsigned long long)st.counter[ONESIDED_STAT_FAST_PATH_OPS],
