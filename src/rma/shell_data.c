@@ -79,7 +79,7 @@ static void slab_destroy(os_data_slab_t *slab)
  *
  * Whether a process can map the segment, each one that needs to finds out
  * itself: a node-mate here, a process of another node when it unpacks the
- * key (net/window.c). The first process does not ask its own key through
+ * key (net/datakey.c). The first process does not ask its own key through
  * its endpoint to itself first: that unpack attached the segment and its
  * destruction detached it, 4-5 us of each new window's 35 between virtual
  * nodes (MPICH 5.0.2, 1000 live windows, the first round), and nobody
