@@ -192,12 +192,6 @@ static void data_release(os_shell_t *s)
     s->zeroed_present = false;
 }
 
-/* Bit i set for each of a slab's n areas. */
-static uint64_t all_areas(int n)
-{
-    return n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
-}
-
 /* Back to zero for the next window, by the node's first process: the rank
  * control blocks and the post and complete matrices. Not the region tables
  * after them, most of the area (ONESIDED_DYNAMIC_INLINE_REGIONS copies per
@@ -235,7 +229,7 @@ static os_status_t ctl_take(os_comm_cache_t *c, os_shell_t *s)
         }
         slab->area_bytes = s->ctl_bytes;
         slab->nareas = n;
-        slab->free = all_areas(n);
+        slab->free = os_low_bits(n);
         slab->list = list;
         slab->next = *list;
         *list = slab;
@@ -260,7 +254,7 @@ static void ctl_give_back(os_shell_t *s)
     s->ctl_slab = NULL;
     s->ctl.addr = NULL;
     slab->free |= (uint64_t)1 << s->ctl_area;
-    if (slab->free != all_areas(slab->nareas))
+    if (slab->free != os_low_bits(slab->nareas))
         return;
     for (os_ctl_slab_t **p = slab->list; *p; p = &(*p)->next)
         if (*p == slab) {

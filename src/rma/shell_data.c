@@ -58,15 +58,9 @@ struct os_data_slab {
     struct os_data_slab **list; /* the cache's list it is on; NULL for a window's own segment */
 };
 
-static uint64_t all_pieces(int n)
-{
-    return n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
-}
-
 static void slab_destroy(os_data_slab_t *slab)
 {
-    if (slab->reg.memh)
-        os_ucx_mem_unmap(&slab->reg);
+    os_ucx_mem_unmap(&slab->reg); /* (nothing where this process allocated nothing) */
     os_ucx_rkey_destroy(slab->rkey);
     free(slab->key);
     free(slab);
@@ -138,7 +132,7 @@ static os_data_slab_t *slab_create(const os_shell_t *s, size_t piece_bytes, int 
     slab->serial = d.serial;
     slab->piece_bytes = piece_bytes;
     slab->npieces = npieces;
-    slab->free = all_pieces(npieces);
+    slab->free = os_low_bits(npieces);
     return slab;
 }
 
@@ -184,7 +178,7 @@ bool os_shell_data_ucx(os_shell_t *s, os_data_slab_t **list, size_t bytes)
 bool os_shell_data_ucx_last(const os_shell_t *s)
 {
     const os_data_slab_t *slab = s->data_slab;
-    return (slab->free | (uint64_t)1 << s->data_piece) == all_pieces(slab->npieces);
+    return (slab->free | (uint64_t)1 << s->data_piece) == os_low_bits(slab->npieces);
 }
 
 void os_shell_data_ucx_release(os_shell_t *s)
@@ -194,7 +188,7 @@ void os_shell_data_ucx_release(os_shell_t *s)
         return;
     s->data_slab = NULL;
     slab->free |= (uint64_t)1 << s->data_piece;
-    if (slab->free != all_pieces(slab->npieces))
+    if (slab->free != os_low_bits(slab->npieces))
         return;
     for (os_data_slab_t **p = slab->list; p && *p; p = &(*p)->next)
         if (*p == slab) {

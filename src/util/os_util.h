@@ -506,6 +506,12 @@ OS_HOT void os_copy(void *dst, const void *src, size_t n)
 }
 
 #define OS_ALIGN_UP(x, a) ((((x) + (a) - 1) / (a)) * (a))
+/* The n lowest bits set (all 64 from n = 64): a slab's bitmap of n free
+ * slots (rma/shell.c's control areas, rma/shell_data.c's pieces). */
+static inline uint64_t os_low_bits(int n)
+{
+    return n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+}
 #define OS_CACHELINE 64
 
 #endif
