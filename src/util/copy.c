@@ -28,21 +28,25 @@ static size_t rep_movsb_stop(void)
 
 typedef enum {
     WAY_UNKNOWN,
-    WAY_MEMCPY,   /* Intel: glibc's memcpy as it is (copy_way says why) */
+    WAY_MEMCPY,   /* glibc's memcpy as it is */
     WAY_PIECES,   /* no AVX2: 2 KB pieces glibc copies with forward vector loops */
     WAY_VECTOR,   /* AVX2: copy_backward_avx2 or copy_forward_avx2 */
+    WAY_INTEL,    /* Intel with AVX2: copy_backward_avx2 up to INTEL_BACKWARD_MAX */
 } copy_way_t;
 
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
 
-/* Whether glibc's memcpy meets the slow short distance at all: not on
- * Intel, where the pieces only cost when measured on 2026-12-01 (bursts of
- * 256 KB and 1 MB gets into a malloc buffer ran at a median 0.89 of Open
- * MPI 5.0.11's bandwidth in pieces and 1.00 without, rma_sweep, 4
- * alternating pairs of jobs on a Xeon). Elsewhere the vector copies below
- * where the CPU has AVX2, pieces where it has not. Decided once. */
+/* Where glibc's memcpy meets the slow short distance. Elsewhere than on
+ * Intel: the vector copies below where the CPU has AVX2, pieces where it
+ * has not. On Intel glibc (2.33+) already avoids `rep movsb` at a short
+ * distance, and pieces only cost (bursts of 256 KB and 1 MB gets into a
+ * malloc buffer, 0.89 of Open MPI 5.0.11's bandwidth in pieces and 1.00
+ * without, 2026-12-01), but its forward loop still meets the aliasing
+ * below where the destination is past the source: Intel copies those
+ * backward up to the size where that was measured faster (WAY_INTEL).
+ * Decided once. */
 static copy_way_t copy_way(void)
 {
     static _Atomic int cached;
@@ -52,7 +56,8 @@ static copy_way_t copy_way(void)
         bool intel = __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547 && d == 0x49656e69 &&
                      c == 0x6c65746e; /* "GenuineIntel" */
         __builtin_cpu_init();
-        v = intel ? WAY_MEMCPY : __builtin_cpu_supports("avx2") ? WAY_VECTOR : WAY_PIECES;
+        bool avx2 = __builtin_cpu_supports("avx2");
+        v = intel ? (avx2 ? WAY_INTEL : WAY_MEMCPY) : avx2 ? WAY_VECTOR : WAY_PIECES;
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return (copy_way_t)v;
@@ -128,16 +133,40 @@ static copy_way_t copy_way(void)
 }
 #endif
 
+/* On Intel (a Xeon, KVM, glibc 2.36, `__memmove_avx512_unaligned_erms`),
+ * the largest copy with the destination past the source (a get into a
+ * malloc buffer, 16 bytes past a page start, from a window at one) that
+ * copy_backward_avx2 takes. Measured 2026-12-07 between two processes
+ * against the host's own memcpy of the same bytes at the same page
+ * offsets, onesided's time / the host's (Open MPI 5.0.11):
+ * - 16 KB gets 0.94-0.98 instead of 1.36-1.70; bursts of 4 KB gets (Open
+ *   MPI 5.0.11 and MPICH 5.0.2, rma_sweep) 1.11-1.18 and 2.23-2.34 of the
+ *   host's bandwidth instead of 0.99-1.01 and 1.93-2.02;
+ * - above 16 KB it depends on the destination: into a buffer the program
+ *   had just written, 32 KB to 256 KB took 0.83-0.98 instead of 0.94-1.13;
+ *   but bursts of 32 KB gets into one buffer ran at a median 0.987 of the
+ *   host's bandwidth instead of 1.004 (80 rows), and single 32 KB gets
+ *   + flush took 0.62-0.93 of its time instead of 0.59-0.93 (medians of
+ *   four sets of jobs). Those stay with glibc.
+ * The other direction (a put from the buffer) stays with memcpy: forward,
+ * single 4 KB puts + flush took a median 1.10 of the host's time (0.91-
+ * 1.52, 12 jobs) instead of 1.00 (0.91-1.11), 16 KB 1.33-1.37 instead of
+ * 0.88-0.97. */
+enum { INTEL_BACKWARD_MAX = 16 * 1024 };
+
 void os_copy_short_distance(void *dst, const void *src, size_t n)
 {
     copy_way_t way = n > rep_movsb_stop() ? WAY_MEMCPY : copy_way();
     char *d = dst;
     const char *s = src;
+    const bool past = (((uintptr_t)d - (uintptr_t)s) & 4095) < 64; /* dst past src */
+    if (way == WAY_INTEL)
+        way = past && n <= INTEL_BACKWARD_MAX ? WAY_VECTOR : WAY_MEMCPY;
     switch (way) {
 #if defined(__x86_64__)
     case WAY_VECTOR:
-        if ((((uintptr_t)d - (uintptr_t)s) & 4095) < 64)
-            copy_backward_avx2(d, s, n); /* the destination past the source */
+        if (past)
+            copy_backward_avx2(d, s, n);
         else
             copy_forward_avx2(d, s, n);
         return;

@@ -486,10 +486,11 @@ unsigned long os_zero_whole_count(void);
  * Zen), and 1.1-1.4 times slower when it is 1 to 63 bytes before. A buffer
  * from malloc (a page plus 16 bytes) read from page-aligned window memory
  * is the first case, written to it the second: a 64 KB copy took 22 and
- * 1.41 us instead of 1.30. On CPUs other than Intel's such copies go with
- * AVX2 in the direction that avoids 4 KB aliasing (1.28 and 1.29 us), or
- * in 2 KB pieces glibc copies with vector loops (3.9 us) where the CPU has
- * no AVX2 (copy.c says why, and why not on Intel). */
+ * 1.41 us instead of 1.30. Such copies go with AVX2 in the direction that
+ * avoids 4 KB aliasing (1.28 and 1.29 us; on Intel only the first case,
+ * up to the size where that beats glibc's own loop), or in 2 KB pieces
+ * glibc copies with vector loops (3.9 us) where the CPU has no AVX2
+ * (copy.c says why). */
 void os_copy_short_distance(void *dst, const void *src, size_t n);
 OS_HOT void os_copy(void *dst, const void *src, size_t n)
 {

@@ -83,12 +83,13 @@ int main(void)
     os_hmap_destroy(&m);
 
     /* os_copy: every length around the 2 KB bound, the 32-byte vectors of
-     * the backward copy and the L2 bound, at page-offset distances inside
-     * and outside the 1-63 bytes either way that take another copy, at
-     * every destination alignment; the 64 bytes either side of the
-     * destination stay untouched. */
+     * the backward copy, Intel's bound of the backward copy and the L2
+     * bound, at page-offset distances inside and outside the 1-63 bytes
+     * either way that take another copy, at every destination alignment;
+     * the 64 bytes either side of the destination stay untouched. */
     const size_t lens[] = { 0, 1, 63, 2047, 2048, 2049, 2049 + 31, 2048 + 127, 2048 + 128,
-                            4095, 4096, 6145, 65536 + 13, 262144, 700001, 2100000 };
+                            4095, 4096, 6145, 16384, 16385, 65536 + 13, 262144, 700001,
+                            2100000 };
     const size_t span = 2100000 + 3 * 4096;
     unsigned char *src = malloc(span), *dst = malloc(span);
     for (size_t i = 0; i < span; i++)
