@@ -31,7 +31,7 @@ case "$host" in
 esac
 bash scripts/setup.sh --host "$host"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release $(host_cmake_args "$host") >/dev/null
-targets="os_microbench rma_sweep ghost_exchange randomaccess busy_epochs rget_overlap lock_bench cooperation"
+targets="os_microbench rma_sweep copy_spread ghost_exchange randomaccess busy_epochs rget_overlap lock_bench cooperation"
 # linalg exists when ScaLAPACK and OpenBLAS were found (setup.sh installs them)
 grep -q "bench/linalg:" "$build/build.ninja" && targets="$targets linalg"
 cmake --build "$build" --target $targets
