@@ -10,12 +10,14 @@
  * buffer, the median over R repetitions of B-byte copies from a malloc
  * buffer into it ("put") and from it into the malloc buffer ("get"), the
  * way an RMA put and get on a node copy; the buffers are taken in turn,
- * repetition by repetition, so that all see the same machine. At 1 MB the
- * copy runs out of the L2 cache, which the kernel's choice of physical
- * pages fills unevenly: on a 2-core Xeon guest one job read 28.5-34.0 GB/s
- * across 8 buffers with the same memcpy at the same page offsets. An RMA
- * benchmark compares two windows, so two draws of this spread; the main
- * job (bench/run_all.py) sets 1 MB rows beside it.
+ * repetition by repetition, so that all see the same machine. The page
+ * offsets are the same for every buffer; the physical pages, which decide
+ * where the 1 MB lands in the L2 cache (2 MB a core on this project's Xeon
+ * guest), are the kernel's choice: the four main jobs of 2026-12-07 read
+ * 28.1-34.3 GB/s across the 16 buffers, slowest / fastest 0.873-0.910 in
+ * each, a buffer fast one way fast the other. An RMA benchmark compares two
+ * windows, two draws of this spread; the main job (bench/run_all.py) sets
+ * its 1 MB rows beside it.
  */
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -139,7 +139,7 @@ static copy_way_t copy_way(void)
  * copy_backward_avx2 takes. Measured 2026-12-07 between two processes
  * against the host's own memcpy of the same bytes at the same page
  * offsets, onesided's time / the host's (Open MPI 5.0.11):
- * - 16 KB gets 0.94-0.98 instead of 1.36-1.70; bursts of 4 KB gets (Open
+ * - 16 KB gets 0.78-0.98 instead of 1.36-1.70; bursts of 4 KB gets (Open
  *   MPI 5.0.11 and MPICH 5.0.2, rma_sweep) 1.11-1.18 and 2.23-2.34 of the
  *   host's bandwidth instead of 0.99-1.01 and 1.93-2.02;
  * - above 16 KB it depends on the destination: into a buffer the program
