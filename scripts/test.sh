@@ -193,7 +193,7 @@ for f in microbench-allocate.csv microbench-create.csv microbench-create_allocme
          microbench-hosts2-allocate-busy.csv microbench-hosts2-create-busy.csv \
          rma_sweep-hosts2.csv randomaccess-hosts2-allocate.csv randomaccess-hosts2-create.csv \
          busy_epochs-hosts2.csv lock_bench-hosts2.csv cooperation-hosts4.csv \
-         microbench-jobs-01.csv microbench-jobs-03.csv; do
+         microbench-jobs-01.csv microbench-jobs-03.csv copy_spread.csv; do
     [ -s "build-release/smoke/$f" ] || { echo "main job smoke: missing output $f"; exit 1; }
 done
 grep -q '"failed": \[\]' build-release/smoke/summary.json ||
@@ -205,5 +205,27 @@ sys.exit(not (len(j) == 3 and all(0 < x["round_trip_us"] < 100 and len(x["add_ns
                                   all(0 < a < 100 for a in x["add_ns"]) for x in j)))' \
     build-release/smoke/summary.json ||
     { echo "main job smoke: the jobs lack the machine's round trip or add loop"; exit 1; }
+# The machine's own 1 MB copy spread: 16 buffers each way, and the rows it
+# marks are 1 MB puts and gets on one host inside it, and only those.
+python3 - build-release/smoke/copy_spread.csv <<'PY' ||
+import csv, os, sys
+sys.path.insert(0, "bench")
+from run_all import copy_spread_bounds, inside_copy_spread
+rows = list(csv.DictReader(open(sys.argv[1])))
+b = copy_spread_bounds(rows)
+assert sorted(b) == ["get", "put"] and len(rows) == 32, (sorted(b), len(rows))
+lo, hi = b["put"]
+assert 0 < lo <= hi, b
+def row(bench, case, ratio, better="higher"):
+    return {"benchmark": bench, "case": case, "ratio": ratio, "better": better}
+inside = (lo / hi + 1) / 2
+assert inside_copy_spread(row("rma_sweep bandwidth", "put/flush 1048576 B", inside), b)
+assert inside_copy_spread(row("rma_sweep vnode1 latency", "put/fence 1048576 B", 1 / inside, "lower"), b)
+assert not inside_copy_spread(row("rma_sweep bandwidth", "put/flush 1048576 B", lo / hi - 0.01), b)
+assert not inside_copy_spread(row("rma_sweep bandwidth", "put/flush 262144 B", inside), b)
+assert not inside_copy_spread(row("rma_sweep bandwidth", "accumulate/flush 1048576 B", inside), b)
+assert not inside_copy_spread(row("rma_sweep hosts2 bandwidth", "get/flush 1048576 B", inside), b)
+PY
+    { echo "main job smoke: copy_spread's rows or the rows it marks are wrong"; exit 1; }
 echo "main job smoke: all outputs present, every verification passed"
 stage "all passed"
