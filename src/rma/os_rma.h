@@ -479,6 +479,8 @@ typedef struct os_win {
     uint64_t hyb_shared_next;  /* os_ticks of its next step in shared mode (net/serve.c) */
     uint8_t *lock_how;         /* [nranks] os_lock_hold_t of each held lock */
     struct os_kept_op *kept;   /* [nranks] a deferred lock's operation, kept for unlock */
+    struct os_req_batch *req_batch; /* [nranks] requests held to leave together (net/request.c);
+                                     * allocated by the first */
     uint64_t lock_rng;         /* the random policy's state, on the locking side */
 
     /* node requests (node_request.c): set on MPI_Win_create windows with
@@ -1025,7 +1027,8 @@ bool os_remote_req_test(os_ucx_done_t *d, os_status_t *st);
 os_status_t os_remote_flush(os_win_t *w, int target);
 /* A barrier over the window's processes that also ORs *queued (net/barrier.c). */
 os_status_t os_remote_barrier(os_win_t *w, int *queued);
-/* Send operations kept under deferred locks (MPI_Win_sync). */
+/* Send operations kept under deferred locks, and requests held for a batch
+ * (MPI_Win_sync). */
 os_status_t os_remote_send_kept(os_win_t *w);
 /* Passive-target locks of a window spanning nodes, for every target (the
  * node's own too): the design of w->cfg.lock. *contended is set when the

@@ -30,6 +30,18 @@
  *    UCX's put (the automatic bound is 64 KiB on UCX 1.20, none on 1.13):
  *    fewer requests than under the default, the data checked the same;
  *  - onesided_remote_request_max=0 on a window turns the path off;
+ *  - held requests (net/request.c: those the next synchronization
+ *    completes wait at the origin and leave together): accumulate-kind
+ *    calls on one word in issue order whichever way each travels (a 512-byte
+ *    replace and a coalesced 8-byte sum held, then a fetch_and_op, held too,
+ *    or by network atomic where nothing is held); MPI_Win_sync sends what is held (every rank writes a token to
+ *    the next by accumulate without a flush and polls its own word with
+ *    MPI_Win_sync: a request held for a flush that never comes would leave
+ *    the ring waiting);
+ *    a fence epoch of puts and gets to every other rank; a PSCW epoch's
+ *    burst of gets; with --expect tcp some requests left in batches
+ *    (requests_aggregated), and none under onesided_remote_batch_bytes=0
+ *    or with --expect none;
  *  - which path ran: with --expect tcp (ONESIDED_UCX_TLS=tcp,self, or real
  *    hosts over TCP) the counters remote_small_requests and (but for the
  *    manager design) lock_release_by_request are non-zero, with --expect
@@ -282,8 +294,141 @@ static void test_large_accumulates(MPI_Win win, int64_t *base)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
-/* remote_small_requests of the last run */
-static uint64_t last_small;
+/* Accumulate-kind calls of one origin on one word apply in issue order
+ * (MPI's default accumulate_ordering), however each travels: a 512-byte
+ * MPI_REPLACE and a coalesced 8-byte MPI_SUM as held requests, then a
+ * fetch_and_op, held behind them, or where nothing is held
+ * (onesided_remote_batch_bytes=0) a network atomic that must wait for
+ * their acknowledgements. */
+static void test_held_order(MPI_Win win, int64_t *base)
+{
+    enum { N = 64, ROUNDS = 25 };
+    const int peer = (t_rank + 1) % t_size;
+    int64_t vals[N];
+    const int64_t one = 1, none = 0;
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t_rank, 0, win);
+    memset(base, 0, N * sizeof *base);
+    MPI_Win_unlock(t_rank, win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock_all(0, win);
+    int bad = -1;
+    int64_t got = -1;
+    for (int r = 0; r < ROUNDS && bad < 0; r++) {
+        for (int i = 0; i < N; i++)
+            vals[i] = r + 1;
+        MPI_Accumulate(vals, N, MPI_INT64_T, peer, 0, N, MPI_INT64_T, MPI_REPLACE, win);
+        MPI_Accumulate(&one, 1, MPI_INT64_T, peer, 0, 1, MPI_INT64_T, MPI_SUM, win);
+        MPI_Fetch_and_op(&none, &got, MPI_INT64_T, peer, 0, MPI_NO_OP, win);
+        MPI_Win_flush(peer, win);
+        if (got != r + 2)
+            bad = r;
+    }
+    MPI_Win_unlock_all(win);
+    CHECK(bad < 0, "round %d: fetch_and_op after replace and sum read %lld, expected %lld", bad,
+          (long long)got, (long long)bad + 2);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* MPI_Win_sync sends held requests: each rank writes a token into the next
+ * rank's word by accumulate, with no flush, then polls its own word with
+ * MPI_Win_sync (as mpi4py's MCS mutex joins its predecessor's queue). A put
+ * would promise nothing before a flush; onesided sends its held requests
+ * there anyway, as it does the accumulates it coalesces. */
+static void test_sync_sends_held(MPI_Win win, int64_t *base)
+{
+    enum { WORD = 40 };
+    const int peer = (t_rank + 1) % t_size, from = (t_rank + t_size - 1) % t_size;
+    const int64_t token = 7000 + t_rank;
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t_rank, 0, win);
+    base[WORD] = 0;
+    MPI_Win_unlock(t_rank, win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock_all(0, win);
+    MPI_Accumulate(&token, 1, MPI_INT64_T, peer, WORD * 8, 1, MPI_INT64_T, MPI_REPLACE, win);
+    volatile int64_t *word = &base[WORD];
+    do
+        MPI_Win_sync(win);
+    while (*word != 7000 + from);
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A fence epoch: 8-byte puts to every other rank's slot for this rank and
+ * gets of every other rank's first word, all completed by the fence. */
+static void test_fence_all(MPI_Win win, int64_t *base)
+{
+    enum { SLOTS = 256, GETS = 30 };
+    if (t_size * GETS > SLOTS)
+        return; /* (the tests run 3 processes) */
+    int64_t *got = calloc((size_t)t_size * GETS, sizeof *got);
+    int64_t mine[GETS];
+    for (int k = 0; k < GETS; k++)
+        mine[k] = (int64_t)t_rank * 1000 + k;
+    MPI_Win_fence(0, win);
+    for (int i = 0; i < SLOTS + GETS; i++)
+        base[i] = -1;
+    base[SLOTS + GETS] = 0;
+    for (int k = 0; k < GETS; k++)
+        base[SLOTS + k] = (int64_t)t_rank * 77 + k;
+    MPI_Win_fence(0, win);
+    for (int p = 0; p < t_size; p++) {
+        if (p == t_rank)
+            continue;
+        for (int k = 0; k < GETS; k++) {
+            MPI_Put(&mine[k], 1, MPI_INT64_T, p, (t_rank * GETS + k) * 8, 1, MPI_INT64_T, win);
+            MPI_Get(&got[p * GETS + k], 1, MPI_INT64_T, p, (SLOTS + k) * 8, 1, MPI_INT64_T, win);
+        }
+    }
+    MPI_Win_fence(0, win);
+    int bad = 0;
+    for (int p = 0; p < t_size; p++)
+        for (int k = 0; p != t_rank && k < GETS; k++)
+            bad += got[p * GETS + k] != (int64_t)p * 77 + k;
+    for (int p = 0; p < t_size; p++)
+        for (int k = 0; p != t_rank && k < GETS; k++)
+            bad += base[p * GETS + k] != (int64_t)p * 1000 + k;
+    MPI_Win_fence(0, win);
+    CHECK(!bad, "fence epoch of puts and gets to every rank: %d words wrong", bad);
+    free(got);
+}
+
+/* A PSCW epoch: a burst of gets from the next rank, completed by
+ * MPI_Win_complete. */
+static void test_pscw_gets(MPI_Win win, int64_t *base)
+{
+    enum { GETS = 100 };
+    const int peer = (t_rank + 1) % t_size, from = (t_rank + t_size - 1) % t_size;
+    int64_t got[GETS];
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t_rank, 0, win);
+    for (int k = 0; k < GETS; k++)
+        base[k] = (int64_t)t_rank * 31 + k;
+    MPI_Win_unlock(t_rank, win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Group world, to, by;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 1, &peer, &to);
+    MPI_Group_incl(world, 1, &from, &by);
+    MPI_Win_post(by, 0, win);
+    MPI_Win_start(to, 0, win);
+    for (int k = 0; k < GETS; k++)
+        MPI_Get(&got[k], 1, MPI_INT64_T, peer, (GETS - 1 - k) * 8, 1, MPI_INT64_T, win);
+    MPI_Win_complete(win);
+    MPI_Win_wait(win);
+    int bad = 0;
+    for (int k = 0; k < GETS; k++)
+        bad += got[k] != (int64_t)peer * 31 + (GETS - 1 - k);
+    CHECK(!bad, "PSCW burst of %d gets: %d wrong", GETS, bad);
+    MPI_Group_free(&to);
+    MPI_Group_free(&by);
+    MPI_Group_free(&world);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* remote_small_requests of the last run, and the requests that left in
+ * batches during it (a process-wide counter: the change). */
+static uint64_t last_small, last_batched, batched_total;
+/* Off for the run with onesided_remote_batch_bytes=0. */
+static bool batches_on = true;
 
 static void run(int flavor, MPI_Info info, bool path_on)
 {
@@ -299,8 +444,15 @@ static void run(int flavor, MPI_Info info, bool path_on)
     test_exclusive_counter(tw.win, (int64_t *)tw.base);
     test_scattered(tw.win, (int64_t *)tw.base);
     test_large_accumulates(tw.win, (int64_t *)tw.base);
+    test_held_order(tw.win, (int64_t *)tw.base);
+    test_sync_sends_held(tw.win, (int64_t *)tw.base);
+    test_fence_all(tw.win, (int64_t *)tw.base);
+    test_pscw_gets(tw.win, (int64_t *)tw.base);
     const uint64_t small = t_stat(tw.win, ONESIDED_STAT_REMOTE_SMALL_REQUESTS);
     last_small = small;
+    const uint64_t aggregated = t_stat(tw.win, ONESIDED_STAT_REQUESTS_AGGREGATED);
+    last_batched = aggregated - batched_total;
+    batched_total = aggregated;
     const uint64_t release = t_stat(tw.win, ONESIDED_STAT_LOCK_RELEASE_BY_REQUEST);
     const uint64_t first = t_stat(tw.win, ONESIDED_STAT_LOCK_MANAGER_FIRST);
     const char *design = getenv("ONESIDED_LOCK"), *policy = getenv("ONESIDED_LOCK_POLICY");
@@ -314,6 +466,11 @@ static void run(int flavor, MPI_Info info, bool path_on)
               flavor_name[flavor], (unsigned long long)first);
     if (expect_tcp && path_on) {
         CHECK(small > 0, "%s: no put or get went as a request over TCP", flavor_name[flavor]);
+        /* Routes other than direct aggregate on their own: the test's
+         * environment sets none. */
+        if (!getenv("ONESIDED_ROUTE") && batches_on)
+            CHECK(last_batched > 0, "%s: no request left in a batch over TCP",
+                  flavor_name[flavor]);
         /* Rank 0's own epochs on itself release its CPU lock; the manager
          * design releases through its manager. */
         if (t_rank != 0 && !(design && !strcmp(design, "manager")))
@@ -322,6 +479,11 @@ static void run(int flavor, MPI_Info info, bool path_on)
     } else {
         CHECK(small == 0, "%s: %llu puts and gets went as requests %s", flavor_name[flavor],
               (unsigned long long)small, path_on ? "off TCP" : "with the path off");
+        /* (With the path off, accumulates UCX has no atomic for still go
+         * as requests over TCP, held as any.) */
+        if (!expect_tcp)
+            CHECK(last_batched == 0, "%s: %llu requests left in batches off TCP",
+                  flavor_name[flavor], (unsigned long long)last_batched);
         /* The release by request does not depend on the knob: over TCP it
          * ends every epoch with no RDMA pending (one of atomics only). */
         if (!expect_tcp)
@@ -391,6 +553,13 @@ int main(int argc, char **argv)
               "%llu requests under the default, %llu with puts above 8192 bytes by UCX: "
               "expected fewer there",
               (unsigned long long)small_default, (unsigned long long)last_small);
+    /* Each request on its own: the same results, no batch. */
+    batches_on = false;
+    run_with("onesided_remote_batch_bytes", "0", true);
+    batches_on = true;
+    if (expect_tcp)
+        CHECK(last_batched == 0, "%llu requests left in batches under "
+              "onesided_remote_batch_bytes=0", (unsigned long long)last_batched);
     run_with("onesided_remote_request_max", "0", false);
     return t_finish("test_small_requests");
 }

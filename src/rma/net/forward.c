@@ -86,6 +86,10 @@ static struct {
     uint64_t *peers;          /* bitset: processes exchanged requests with */
     _Atomic uint64_t forwarded, aggregated, batches, messages, applied;
     _Atomic int npeers;
+    /* Entries in the queues: the idle hook's test, one load per progress
+     * round, since a target's replies to held batches (request.c) pass
+     * through queues on the direct route too. */
+    _Atomic uint64_t queued;
     size_t buffer_bytes;
 } R = { .lock = PTHREAD_MUTEX_INITIALIZER, .send_lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -218,6 +222,7 @@ static os_status_t enqueue(int peer, const entry_t *e, const void *hdr, const vo
         memcpy(p + sizeof *e + e->hlen, data, e->dlen);
     q->len += need;
     q->count++;
+    atomic_fetch_add_explicit(&R.queued, 1, memory_order_relaxed);
     /* Only a forwarding server holds entries: the process that sends a
      * request or reply first has nothing to gather it with. */
     if (!e->agg_us || e->src == R.me || q->len >= (size_t)os_config.agg_bytes) {
@@ -309,6 +314,7 @@ static int flush(bool all)
         }
         /* Hand the buffer over; the queue starts a new one of the same size. */
         out[nout++] = (sendable_t){ q->peer, q->buf, q->len, q->count };
+        atomic_fetch_sub_explicit(&R.queued, q->count, memory_order_relaxed);
         char *fresh = malloc(q->cap);
         if (!fresh)
             R.buffer_bytes -= q->cap;
@@ -366,6 +372,70 @@ os_status_t os_fwd_send(os_route_t route, int agg_us, int dst, unsigned am, cons
         return os_ucx_am_send_wait(dst, am, hdr, hlen, data, dlen);
     }
     return route_send(route, agg_us, dst, am, hdr, hlen, data, dlen);
+}
+
+/* ------------------------------------------------- an origin's held batch */
+
+size_t os_fwd_batch_entry_bytes(size_t hlen, size_t dlen)
+{
+    return sizeof(entry_t) + pad8(hlen + dlen);
+}
+
+os_status_t os_fwd_batch_add(os_fwd_batch_t *b, int dst, const void *hdr, size_t hlen,
+                             const void *data, size_t dlen)
+{
+    /* agg_us 1: the target's replies to these may travel together
+     * (send_entries); no server holds them, the route being direct. */
+    const entry_t e = { .dst = dst, .src = R.me, .am = AM_REQUEST, .route = OS_ROUTE_DIRECT,
+                        .agg_us = 1, .hlen = (uint32_t)hlen, .dlen = (uint32_t)dlen };
+    const size_t need = os_fwd_batch_entry_bytes(hlen, dlen);
+    if (b->len + need > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + need)
+            cap *= 2;
+        char *p = realloc(b->buf, cap);
+        if (!p)
+            return OS_ERR(OS_ERR_NOMEM, "request batch of %zu bytes", cap);
+        b->buf = p;
+        b->cap = cap;
+    }
+    char *p = b->buf + b->len;
+    memcpy(p, &e, sizeof e);
+    memcpy(p + sizeof e, hdr, hlen);
+    if (dlen)
+        memcpy(p + sizeof e + hlen, data, dlen);
+    b->len += need;
+    b->count++;
+    return OS_OK;
+}
+
+os_status_t os_fwd_batch_send(os_fwd_batch_t *b, int dst)
+{
+    os_status_t st = OS_OK;
+    if (b->count == 1) {
+        /* Alone, as it would have gone unheld: the target answers it
+         * straight from its handler, with no queue of replies to pass. */
+        entry_t e;
+        memcpy(&e, b->buf, sizeof e);
+        const char *hdr = b->buf + sizeof e;
+        st = os_fwd_send(OS_ROUTE_DIRECT, 0, dst, e.am, hdr, e.hlen, hdr + e.hlen, e.dlen);
+    } else if (b->count > 1) {
+        const batch_hdr_t bh = { .from = R.me, .count = b->count };
+        os_fwd_note_peer(dst);
+        st = os_ucx_am_send_wait(dst, AM_ROUTED, &bh, sizeof bh, b->buf, b->len);
+        atomic_fetch_add_explicit(&R.messages, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&R.batches, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&R.aggregated, b->count, memory_order_relaxed);
+    }
+    b->len = 0;
+    b->count = 0;
+    return st;
+}
+
+void os_fwd_batch_free(os_fwd_batch_t *b)
+{
+    free(b->buf);
+    *b = (os_fwd_batch_t){ 0 };
 }
 
 /* Reply handles: the transport's (a reply endpoint, an aligned pointer) or
@@ -457,7 +527,7 @@ static void on_routed(void *arg, void *reply, const void *hdr, size_t hlen, cons
  * is due, -1 when none is held. */
 static int route_idle(unsigned events)
 {
-    if (!R.nlist)
+    if (!atomic_load_explicit(&R.queued, memory_order_relaxed))
         return -1;
     /* The event-driven window: a server holds entries only while events
      * keep coming (more requests to gather); once a progress round finds

@@ -67,7 +67,8 @@ os_status_t os_kept_take(os_win_t *w, int target)
     os_status_t st = manager_lock(w, target, k->exclusive, false, NULL);
     w->lock_how[target] = st ? OS_HOLD_NONE : OS_HOLD_MANAGER;
     if (!st && k->msg)
-        st = os_req_send_op(w, target, &k->h, k->msg, k->mlen, k->rbuf, k->rtype, k->rcount, k->rbytes);
+        st = os_req_send_op(w, target, &k->h, k->msg, k->mlen, k->rbuf, k->rtype, k->rcount,
+                            k->rbytes, false);
     os_kept_clear(k);
     return st;
 }
@@ -93,7 +94,8 @@ static os_status_t unlock_deferred(os_win_t *w, int target)
     req_hdr_t h = { .kind = K_LOCK_OP, .op = k->exclusive };
     OS_STAT(w, LOCK_MANAGER, 1);
     OS_STAT(w, LOCK_PIGGYBACKED, 1);
-    st = os_req_send_op(w, target, &h, data, dlen, k->rbuf, k->rtype, k->rcount, k->rbytes);
+    st = os_req_send_op(w, target, &h, data, dlen, k->rbuf, k->rtype, k->rcount, k->rbytes,
+                        false);
 out:
     free(data);
     os_kept_clear(k);
@@ -438,10 +440,11 @@ os_status_t os_remote_unlock(os_win_t *w, int target, bool exclusive)
 /* MPI_Win_sync: a program that polls its own memory may be waiting for
  * what it issued before (mpi4py's MCS mutex adds itself to its predecessor's
  * queue by an accumulate, then polls with MPI_Win_sync until granted), so kept
- * operations cannot wait for unlock any longer: their locks are asked for now. */
+ * operations cannot wait for unlock any longer: their locks are asked for now,
+ * and requests held for a batch (request.c) leave. */
 os_status_t os_remote_send_kept(os_win_t *w)
 {
-    os_status_t first = OS_OK;
+    os_status_t first = w->multinode ? os_req_drain_all(w) : OS_OK;
     for (int t = 0; w->multinode && t < w->nranks; t++)
         if (w->lock_how[t] == OS_HOLD_DEFERRED && w->kept[t].msg) {
             os_status_t st = os_kept_take(w, t);

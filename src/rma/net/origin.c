@@ -209,22 +209,27 @@ static os_status_t execute_in_chunks(os_win_t *w, const os_rma_op_t *op, char *t
  * the same CPU atomics at the target). A request need not be waited for in
  * the call: a plain accumulate is acknowledged at the next flush, a
  * fetching one returns its result with its reply (MPI makes the result
- * defined only at the end of the epoch or a flush). Fetching ones go so
- * only where the epoch ends with a request of its own that follows them
- * (MPI_Win_complete, MPI_Win_unlock): an epoch of one fetch_and_op is then
- * one round trip instead of two. Under lock_all or fence the flush is a
- * round trip either way, and UCX's atomic was the leaner one (8-byte
- * compare_and_swap with its flush across two hosts: 0.77-0.86 of native
- * against 1.05-1.08 by request). Not on another route: its hops cost more
- * than the one round trip of UCX's atomic, which goes direct (puts and gets
- * do travel the route: a strided one is one request there, against a UCX
- * put per block). */
+ * defined only at the end of the epoch or a flush), and both are held to
+ * leave with the target's next requests (request.c). UCX's fetching atomic
+ * waits for its answer inside the call, so a burst of them took a round
+ * trip each: bursts of 8-byte fetch_and_op and compare_and_swap under
+ * lock_all or fence across two hosts ran at 0.44-0.49 of MPICH's rate
+ * (MPICH 5.0.2 and 4.0.2), by held requests at 11-14x. One of them with
+ * its flush costs 0.93-0.97 of MPICH's time by request, 0.86-0.94 by UCX's
+ * atomic (the same jobs). Where requests are not held (remote_batch_bytes
+ * 0), fetching ones go so only where the epoch ends with a request of its
+ * own that follows them (MPI_Win_complete, MPI_Win_unlock): an epoch of one
+ * fetch_and_op is then one round trip instead of two. Not on another
+ * route: its hops cost more than the one round trip of UCX's atomic, which
+ * goes direct (puts and gets do travel the route: a strided one is one
+ * request there, against a UCX put per block). */
 static bool atomic_by_request(os_win_t *w, const os_rma_op_t *op)
 {
     if (!w->peers[op->target].tcp_only || w->cfg.remote_request_max <= 0 ||
         w->route != OS_ROUTE_DIRECT)
         return false;
-    if (op->kind != OS_RMA_ACC && w->access != OS_ACCESS_PSCW && w->access != OS_ACCESS_LOCK)
+    if (op->kind != OS_RMA_ACC && w->access != OS_ACCESS_PSCW && w->access != OS_ACCESS_LOCK &&
+        w->cfg.remote_batch_bytes <= 0)
         return false;
     OS_STAT(w, REMOTE_SMALL_REQUESTS, 1);
     return true;
@@ -488,9 +493,10 @@ os_status_t os_remote_execute(os_win_t *w, const os_rma_op_t *op, char *taddr)
     }
     if (rbuf && !dynamic && !op->request &&
         (h.kind == K_GET || (w->peers[op->target].tcp_only && w->route == OS_ROUTE_DIRECT)))
-        st = os_req_post_get(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, total);
+        st = os_req_post_get(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, total, true);
     else
-        st = os_req_send_op(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, rbuf ? total : 0);
+        st = os_req_send_op(w, op->target, &h, msg, mlen, rbuf, rtype, rcount, rbuf ? total : 0,
+                            !op->request);
     free(msg);
     return st;
 }
@@ -533,7 +539,7 @@ os_status_t os_remote_acc_batch(os_win_t *w, int target, const os_acc_batch_t *b
                 return st;
             }
         }
-        st = os_req_post_acked(w, target, &h, m, mlen);
+        st = os_req_post_acked(w, target, &h, m, mlen, true);
         free(m);
     }
     return st;
@@ -556,7 +562,9 @@ os_status_t os_remote_flush(os_win_t *w, int target)
 {
     if (!w->multinode)
         return OS_OK;
-    os_status_t first = OS_OK;
+    /* Every target's held requests leave before the first wait, so that
+     * they are served at once, not one target after another's answers. */
+    os_status_t first = target < 0 ? os_req_drain_all(w) : OS_OK;
     for (int t = target < 0 ? 0 : target; t < (target < 0 ? w->nranks : target + 1); t++) {
         if (w->peers[t].access != OS_PEER_REMOTE)
             continue;

@@ -145,6 +145,24 @@ os_status_t os_fwd_setup(int nprocs, int me, const int *server_of, const os_fwd_
  * callers hold none of this layer's locks. */
 os_status_t os_fwd_send(os_route_t route, int agg_us, int dst, unsigned am, const void *hdr,
                         size_t hlen, const void *data, size_t dlen);
+/* An origin's requests to one target held to leave as one message (a
+ * routed batch on the direct route, which the target's on_routed serves in
+ * order, its replies gathered the same way): request.c's held requests. */
+typedef struct os_fwd_batch {
+    char *buf;
+    size_t len, cap;
+    uint32_t count;
+} os_fwd_batch_t;
+/* What one request of hlen + dlen bytes adds to a batch, headers included. */
+size_t os_fwd_batch_entry_bytes(size_t hlen, size_t dlen);
+/* Append a request for dst (world rank); the data is copied. */
+os_status_t os_fwd_batch_add(os_fwd_batch_t *b, int dst, const void *hdr, size_t hlen,
+                             const void *data, size_t dlen);
+/* Send what b holds to dst (one request as a plain one) and empty it; may
+ * wait until UCX has sent it from b's buffer (the caller holds none of this
+ * layer's locks, as for os_fwd_send). */
+os_status_t os_fwd_batch_send(os_fwd_batch_t *b, int dst);
+void os_fwd_batch_free(os_fwd_batch_t *b);
 /* Answer a request on the path it came: a transport reply handle, or one
  * of ours (a routed request; os_fwd_is_handle). */
 os_status_t os_fwd_answer(void *reply, unsigned am, const void *hdr, size_t hlen,
@@ -169,13 +187,13 @@ os_status_t os_req_call(os_win_t *w, int target, req_hdr_t *h, const void *data,
                         void *buf, size_t cap);
 /* Send a request whose reply only decrements w->acks[target]. */
 os_status_t os_req_post_acked(os_win_t *w, int target, req_hdr_t *h, const void *data,
-                              size_t dlen);
+                              size_t dlen, bool hold);
 os_status_t os_req_post_noreply(os_win_t *w, int target, req_hdr_t *h);
 /* A get whose reply scatters rbytes into rbuf and decrements w->acks[target]
  * (flush waits for it): gets in flight together, as UCX's. */
 os_status_t os_req_post_get(os_win_t *w, int target, req_hdr_t *h, const void *data,
                             size_t dlen, void *rbuf, os_dtype_t *rtype, size_t rcount,
-                            size_t rbytes);
+                            size_t rbytes, bool hold);
 /* Pack an operation's target runs (offsets; addresses for dynamic windows)
  * and, with_data, its origin data: *msg is malloc'd. */
 os_status_t os_req_build(os_win_t *w, const os_rma_op_t *op, char *taddr, bool with_data,
@@ -190,7 +208,15 @@ uint32_t os_req_compact_runs(char *m, size_t n, size_t *mlen);
  * accumulates are acknowledged at the next flush, the rest wait for their
  * reply (rbytes fetched bytes scattered into rbuf). */
 os_status_t os_req_send_op(os_win_t *w, int target, req_hdr_t *h, const char *msg, size_t mlen,
-                           void *rbuf, const os_dtype_t *rtype, size_t rcount, size_t rbytes);
+                           void *rbuf, const os_dtype_t *rtype, size_t rcount, size_t rbytes,
+                           bool hold);
+/* With hold, the counted requests above (puts, gets, accumulates whose
+ * reply only completes them) may wait at this origin to leave with the
+ * target's next ones, as one message (request.c's held requests): until
+ * the next request to the target, wait for its acknowledgements, or
+ * os_req_drain_all. */
+os_status_t os_req_drain_all(os_win_t *w);
+void os_req_batches_free(os_win_t *w);
 /* Until every request posted to target has been applied. */
 void os_req_await_acks(os_win_t *w, int target);
 /* RDMA to target flushed and its requests acknowledged. */

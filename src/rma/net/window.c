@@ -346,6 +346,7 @@ void os_remote_win_teardown(os_win_t *w)
     atomic_store_explicit(&w->words_mapped, false, memory_order_relaxed);
     for (int r = 0; w->kept && r < w->nranks; r++)
         os_kept_clear(&w->kept[r]);
+    os_req_batches_free(w);
     free(w->dirty); /* remote_alloc's block, every array below */
     w->kept = NULL;
     w->nl_rkey = NULL;
