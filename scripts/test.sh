@@ -227,5 +227,17 @@ assert not inside_copy_spread(row("rma_sweep bandwidth", "accumulate/flush 10485
 assert not inside_copy_spread(row("rma_sweep hosts2 bandwidth", "get/flush 1048576 B", inside), b)
 PY
     { echo "main job smoke: copy_spread's rows or the rows it marks are wrong"; exit 1; }
+# The summary counts rma_sweep's bandwidth at its smallest size (bursts of
+# small operations: their message rate), at 32 KB and at its largest, for
+# every operation; fetch_and_op's one size too.
+python3 - build-release/smoke/summary.json <<'PY' ||
+import json, sys
+rows = {(x["benchmark"], x["case"]) for x in json.load(open(sys.argv[1]))["summary"]}
+for tag in ("", " vnode1", " hosts2"):
+    for case in ("put/flush 8 B", "get/fence 32768 B", "fetch_and_op/flush 8 B",
+                 "compare_and_swap/pscw 8 B"):
+        assert ("rma_sweep%s bandwidth" % tag, case) in rows, (tag, case)
+PY
+    { echo "main job smoke: the summary lacks rma_sweep's small or 32 KB bandwidth rows"; exit 1; }
 echo "main job smoke: all outputs present, every verification passed"
 stage "all passed"
