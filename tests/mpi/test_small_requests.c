@@ -202,6 +202,9 @@ static void test_exclusive_counter(MPI_Win win, int64_t *base)
         MPI_Get(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, win);
         MPI_Win_flush(0, win);
         v++;
+        /* Two puts, both held (request.c), the counter's the second: it
+         * must still land before the release. */
+        MPI_Put(&v, 1, MPI_INT64_T, 0, 8, 1, MPI_INT64_T, win);
         MPI_Put(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, win);
         MPI_Win_unlock(0, win);
     }
@@ -344,6 +347,10 @@ static void test_sync_sends_held(MPI_Win win, int64_t *base)
     MPI_Win_unlock(t_rank, win);
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Win_lock_all(0, win);
+    /* Coalesced, and sent by MPI_Win_sync as two requests (one per run of
+     * one op), both held: the token's is the second. */
+    const int64_t zero = 0;
+    MPI_Accumulate(&zero, 1, MPI_INT64_T, peer, (WORD + 1) * 8, 1, MPI_INT64_T, MPI_SUM, win);
     MPI_Accumulate(&token, 1, MPI_INT64_T, peer, WORD * 8, 1, MPI_INT64_T, MPI_REPLACE, win);
     volatile int64_t *word = &base[WORD];
     do

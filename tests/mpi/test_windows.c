@@ -850,9 +850,10 @@ static void access_paths(void)
              * memory UCX allocated, the put and the atomic are zero-copy,
              * and the put is this CPU's copy into the mapping (remote_mapped). */
             /* (Across real hosts, UCX over TCP reaches no memory without
-             * the target: the fetch-add under lock_all is emulated there,
-             * and the small put goes as a request,
-             * onesided_remote_request_max.) */
+             * the target: the small put goes as a request,
+             * onesided_remote_request_max, and so does the fetch-add under
+             * lock_all, where requests are held and leave together,
+             * onesided_remote_batch_bytes.) */
             const uint64_t zc = f == F_ALLOCATE && t_hosts == 1;
             const uint64_t tcp = t_hosts > 1;
             if (f == F_CREATE_BIG) {
@@ -860,8 +861,8 @@ static void access_paths(void)
                 continue; /* as F_CREATE: UCX emulates RDMA to memory it did not allocate */
             }
             if (t_virtual_node_size() == 1)
-                CHECK(rdma == zc && mapped == zc && emulated == (tcp ? 1 : 2 * (1 - zc)) &&
-                          direct == 1 && am == tcp,
+                CHECK(rdma == zc && mapped == zc && emulated == (tcp ? 0 : 2 * (1 - zc)) &&
+                          direct == !tcp && am == 2 * tcp,
                       "virtual nodes of 1, flavor %d: rdma %llu mapped %llu emulated %llu "
                       "direct %llu am %llu", f, (unsigned long long)rdma,
                       (unsigned long long)mapped, (unsigned long long)emulated,
