@@ -257,9 +257,9 @@ void os_log_set_rank(int rank);
       "message for up to this many bytes of requests and of their replies: at the next "      \
       "other request to the target, flush, unlock, fence, MPI_Win_complete or MPI_Win_sync "  \
       "(stats requests_aggregated, route_batches). Over TCP a message is a system call at "   \
-      "each end: bursts of 8-byte puts and gets across two hosts went from 0.85-0.93x "       \
-      "MPICH's rate to 10-15x, and fetch_and_op and compare_and_swap then go as requests "    \
-      "under lock_all and fence too (0.44-0.49x to 11-14x). 0 = each request leaves at once.") \
+      "each end: bursts of 8-byte puts and gets across two hosts went from 0.85-0.94x "       \
+      "the MPICHs' rate to 9-15x, and fetch_and_op and compare_and_swap then go as requests " \
+      "under lock_all and fence too (0.43-0.49x to 12-16x). 0 = each request leaves at once.") \
     X(route, int, "ONESIDED_ROUTE", "onesided_route", "direct",                               \
       "How requests between nodes (what the target's CPU must do: accumulates without a "     \
       "network atomic, non-contiguous or dynamic-window transfers, lock-manager requests, "   \
