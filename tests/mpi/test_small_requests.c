@@ -33,11 +33,11 @@
  *  - held requests (net/request.c: those the next synchronization
  *    completes wait at the origin and leave together): accumulate-kind
  *    calls on one word in issue order whichever way each travels (a 512-byte
- *    replace and a coalesced 8-byte sum held, then a fetch_and_op, held too,
- *    or by network atomic where nothing is held); MPI_Win_sync sends what is held (every rank writes a token to
- *    the next by accumulate without a flush and polls its own word with
- *    MPI_Win_sync: a request held for a flush that never comes would leave
- *    the ring waiting);
+ *    replace and a coalesced 8-byte sum held, then a fetch_and_op, held
+ *    too, or by network atomic where nothing is held); MPI_Win_sync sends
+ *    what is held (every rank writes a token to the next by accumulate
+ *    without a flush and polls its own word with MPI_Win_sync: a request
+ *    held for a flush that never comes would leave the ring waiting);
  *    a fence epoch of puts and gets to every other rank; a PSCW epoch's
  *    burst of gets; with --expect tcp some requests left in batches
  *    (requests_aggregated), and none under onesided_remote_batch_bytes=0
