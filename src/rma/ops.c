@@ -452,9 +452,15 @@ fast_begin(os_win_t *w, fast_epoch_t how, int target, os_rma_kind_t kind, size_t
  * epoch ran 147 (callgrind, Open MPI 5.0.11, MPI_Put alone), and bursts of
  * 8- and 64-byte accumulates and of fetch_and_ops in fence epochs took
  * 1.10-1.17x osc/sm's time (rma_sweep, medians of 8 jobs). Memory UCX
- * maps here they hand to mapped_elem and mapped_fast in lock and lock_all
- * epochs only (passive_epoch): those make no wait fast_epoch may ask for
- * in the others, and the others take it through os_rma_fast. */
+ * maps here they take in the same epochs (mapped_elem, and the word and
+ * bulk accumulate leaves themselves); an operation that must first wait
+ * (a PSCW epoch's first to its target) goes through os_rma_fast, whose
+ * mapped_fast takes one element in lock and lock_all epochs only
+ * (passive_epoch) and mapped_move the rest, waits included. Until stop 87
+ * the leaves, too, left mapped memory outside lock and lock_all epochs to
+ * os_rma_fast: between virtual nodes a burst of 8-byte accumulates in a
+ * fence epoch took 24 ns each against 15 in a lock_all epoch (0.85x
+ * osc/sm's rate, Open MPI 5.0.11). */
 static inline __attribute__((always_inline)) bool passive_epoch(const os_win_t *w)
 {
     return w->access == OS_ACCESS_LOCK_ALL || w->access == OS_ACCESS_LOCK;
@@ -639,7 +645,7 @@ mapped_elem(os_win_t *w, os_rma_kind_t kind, const os_dtype_t *t, int target, MP
 {
     fast_epoch_t how;
     char *local = mapped_target(w, kind, target, tdisp, t->size, request, &how);
-    return local && mapped_element(w, kind, t->size, local, origin, request);
+    return local && how == FAST_NOW && mapped_element(w, kind, t->size, local, origin, request);
 }
 
 /* Fast path: count elements of one predefined type (or of a derived type
@@ -806,12 +812,13 @@ bool os_rma_fast_word(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dty
     if (remote) {
         /* mapped_acc's checks: memory UCX maps here, direct accumulates, no
          * accumulate mutex, none of this origin's accumulates still on
-         * their way as requests (same-origin ordering); and a lock or
-         * lock_all epoch, where mapped_target asks for no wait. */
-        if (!passive_epoch(w) || !p->ucx_map || !w->cfg.acc_direct || p->acc_mutex_always ||
+         * their way as requests (same-origin ordering); and an epoch that
+         * grants access now (the first operation of a PSCW epoch, which
+         * waits for the post, goes through mapped_acc). */
+        if (!p->ucx_map || !w->cfg.acc_direct || p->acc_mutex_always ||
             atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0 ||
             !(taddr = mapped_target(w, kind, target, tdisp, 8, request, &how)) ||
-            ((uintptr_t)taddr & 7))
+            how != FAST_NOW || ((uintptr_t)taddr & 7))
             goto general;
     } else {
         if (p->access != OS_PEER_DIRECT || fast_epoch(w, target, request) != FAST_NOW ||
@@ -872,7 +879,7 @@ bool os_rma_fast_elem(os_win_t *w, os_rma_kind_t kind, const os_dtype_t *t, int 
         goto general;
     const os_peer_t *p = &w->peers[target];
     if (p->access != OS_PEER_DIRECT) {
-        if (p->access == OS_PEER_REMOTE && p->ucx_map && passive_epoch(w))
+        if (p->access == OS_PEER_REMOTE && p->ucx_map)
             return mapped_elem(w, kind, t, target, tdisp, origin, request);
         goto general;
     }
@@ -938,18 +945,22 @@ general:
 }
 
 /* A plain accumulate (MPI_Accumulate, MPI_Raccumulate) of more than one
- * element of a predefined type on the node's memory in an epoch that
- * grants access now, large enough for the bulk handshake (a vector of
+ * element of a predefined type on the node's memory, or memory UCX maps
+ * here (mapped_acc's case), in an epoch that grants access now, large
+ * enough for the bulk handshake (a vector of
  * doubles, a row of a histogram), as a leaf, as os_rma_fast_word is for
  * one element: os_rma_fast's checks for this case only, in its order, and
  * acc_bulk_contig's work inline. On 64 bytes of longs through os_rma_fast
  * and acc_bulk_contig the call + flush ran 446 instructions where Open MPI
  * 5.0.11's osc/sm ran 378 (callgrind), 1.1-1.16x its time; about 60 of
  * them were the two functions' register saves and restores and the call
- * between them. Through this leaf: 348. Anything else (below the
- * threshold, MPI_NO_OP, exclusive locks, memory of other nodes, types
- * without a reduction loop), and every check that fails, goes to
- * os_rma_fast, which decides. */
+ * between them. Through this leaf: 348. Between virtual nodes, through
+ * os_rma_fast, mapped_acc and acc_bulk_contig, the same accumulate in a
+ * burst took 27-30 ns against 17.5 on the node's memory (Open MPI 5.0.11,
+ * 0.73x osc/sm's rate in rma_sweep's bursts of 64 bytes). Anything else
+ * (below the threshold, MPI_NO_OP, exclusive locks, memory of other nodes
+ * that this process does not map, types without a reduction loop), and
+ * every check that fails, goes to os_rma_fast, which decides. */
 bool os_rma_fast_acc(os_win_t *w, os_op_t rop, const os_dtype_t *t, size_t count, int target,
                      MPI_Aint tdisp, const void *origin, bool request)
 {
@@ -962,15 +973,31 @@ bool os_rma_fast_acc(os_win_t *w, os_op_t rop, const os_dtype_t *t, size_t count
         bytes > (size_t)LLONG_MAX || rop == OS_OP_NO_OP || t->basic == OS_B_NONE)
         goto general;
     const os_peer_t *p = &w->peers[target];
-    if (p->access != OS_PEER_DIRECT || fast_epoch(w, target, request) != FAST_NOW ||
-        !fast_target_offset(w, p, OS_RMA_ACC, target, tdisp, bytes, &off) ||
-        !os_op_valid(rop, (os_class_t)t->cls))
-        goto general;
-    char *taddr = p->base + off;
-    if (os_acc_mode(w, target, taddr, t) != OS_ACC_ATOMIC || !os_acc_bulk(w, target, bytes) ||
-        !(loop = os_reduce_loop(rop, (os_basic_t)t->basic, e)))
+    const bool remote = p->access == OS_PEER_REMOTE;
+    char *taddr;
+    if (remote) {
+        /* mapped_acc's checks, in its order (os_rma_fast_word's comment). */
+        fast_epoch_t how;
+        if (!p->ucx_map ||
+            !(taddr = mapped_target(w, OS_RMA_ACC, target, tdisp, bytes, request, &how)) ||
+            how != FAST_NOW || !w->cfg.acc_direct || p->acc_mutex_always ||
+            atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0 ||
+            !os_op_valid(rop, (os_class_t)t->cls) || !os_reduce_atomic_ok(e, taddr))
+            goto general;
+    } else {
+        if (p->access != OS_PEER_DIRECT || fast_epoch(w, target, request) != FAST_NOW ||
+            !fast_target_offset(w, p, OS_RMA_ACC, target, tdisp, bytes, &off) ||
+            !os_op_valid(rop, (os_class_t)t->cls))
+            goto general;
+        taddr = p->base + off;
+        if (os_acc_mode(w, target, taddr, t) != OS_ACC_ATOMIC)
+            goto general;
+    }
+    if (!os_acc_bulk(w, target, bytes) || !(loop = os_reduce_loop(rop, (os_basic_t)t->basic, e)))
         goto general;
     fast_begin(w, FAST_NOW, target, OS_RMA_ACC, bytes, request);
+    if (remote)
+        OS_STAT(w, ACC_MAPPED, 1);
     if (!os_acc_bulk_enter(w, target)) {
         acc_atomic_contig(w, target, rop, t, count, taddr, origin, NULL);
         return true;
