@@ -257,6 +257,9 @@ typedef enum {
                                        fence because a process of it could not register for
                                        membarrier, plus bulk accumulates done one atomic per
                                        element because the call failed */
+    ONESIDED_STAT_REMOTE_BURST_PUTS, /* puts to another node that UCX reaches only over TCP,
+                                       small enough to go as requests, sent by UCX's put because
+                                       a request to the target was still unanswered (a burst) */
     ONESIDED_STAT_COUNT
 } onesided_stat_t;
 

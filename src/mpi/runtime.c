@@ -474,6 +474,7 @@ const char *onesided_stat_name(int stat)
         "complete_behind_rdma", "flush_no_barrier", "lock_release_mapped",
         "complete_mapped", "data_keys_reused", "fence_mapped", "acc_host_joined", "post_mapped",
         "handle_hints_set", "acc_fence_switches", "acc_unfenced", "fallback_acc_membarrier",
+        "remote_burst_puts",
     };
     return stat >= 0 && stat < ONESIDED_STAT_COUNT ? names[stat] : NULL;
 }

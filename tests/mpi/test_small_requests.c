@@ -42,6 +42,10 @@
  *    burst of gets; with --expect tcp some requests left in batches
  *    (requests_aggregated), and none under onesided_remote_batch_bytes=0
  *    or with --expect none;
+ *  - bursts of 20000-byte puts in lock_all, fence and PSCW epochs, read
+ *    by the target right after the epoch: behind the first, unanswered,
+ *    the others go by UCX's put (remote_burst_puts, UCX 1.20 and later),
+ *    and every completion waits for both kinds;
  *  - which path ran: with --expect tcp (ONESIDED_UCX_TLS=tcp,self, or real
  *    hosts over TCP) the counters remote_small_requests and (but for the
  *    manager design) lock_release_by_request are non-zero, with --expect
@@ -52,8 +56,11 @@
  *    next lock asks the manager at once; the exclusive counter above proves
  *    those locks still exclude each other and rank 0's own.
  */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
 #include "common.h"
 #include "stats.h"
+
+#include <dlfcn.h>
 
 #include <onesided.h>
 
@@ -431,11 +438,88 @@ static void test_pscw_gets(MPI_Win win, int64_t *base)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* A burst of puts of at least 16 KiB (net/origin.c, BURST_PUT_MIN): the
+ * first goes as a request, those behind it while it is unanswered by
+ * UCX's put (on UCX 1.20 and later). In a lock_all epoch with its flush, a
+ * fence epoch and a PSCW epoch, each completion must wait for both kinds:
+ * the target reads every byte right after the epoch's end (for PSCW,
+ * MPI_Win_wait: a complete that overtook the UCX puts would leave some
+ * missing). */
+static void test_burst_puts(MPI_Win win, char *base)
+{
+    enum { PUT = 20000, PUTS = 3 };
+    const int peer = (t_rank + 1) % t_size, from = (t_rank + t_size - 1) % t_size;
+    char *src = malloc(PUT * PUTS);
+    MPI_Group world, to, by;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 1, &peer, &to);
+    MPI_Group_incl(world, 1, &from, &by);
+    for (int epoch = 0; epoch < 3; epoch++) {
+        const int salt = 40 + epoch;
+        for (int i = 0; i < PUT * PUTS; i++)
+            src[i] = (char)pattern(t_rank, i, salt);
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t_rank, 0, win);
+        memset(base, 0, PUT * PUTS);
+        MPI_Win_unlock(t_rank, win);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (epoch == 0)
+            MPI_Win_lock_all(0, win);
+        else if (epoch == 1)
+            MPI_Win_fence(0, win);
+        else {
+            MPI_Win_post(by, 0, win);
+            MPI_Win_start(to, 0, win);
+        }
+        for (int k = 0; k < PUTS; k++)
+            MPI_Put(src + k * PUT, PUT, MPI_BYTE, peer, k * PUT, PUT, MPI_BYTE, win);
+        if (epoch == 0) {
+            MPI_Win_flush(peer, win);
+            MPI_Win_unlock_all(win);
+            MPI_Barrier(MPI_COMM_WORLD);
+        } else if (epoch == 1) {
+            MPI_Win_fence(0, win);
+        } else {
+            MPI_Win_complete(win);
+            MPI_Win_wait(win);
+        }
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t_rank, 0, win);
+        int bad = -1;
+        for (int i = 0; i < PUT * PUTS && bad < 0; i++)
+            if ((unsigned char)base[i] != pattern(from, i, salt))
+                bad = i;
+        MPI_Win_unlock(t_rank, win);
+        CHECK(bad < 0, "burst of %d-byte puts (%s epoch): byte %d wrong", PUT,
+              epoch == 0 ? "lock_all" : epoch == 1 ? "fence" : "PSCW", bad);
+        if (epoch == 1)
+            MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    MPI_Group_free(&to);
+    MPI_Group_free(&by);
+    MPI_Group_free(&world);
+    free(src);
+}
+
+/* Whether the UCX this process runs streams puts over TCP (1.20 and
+ * later), where bursts of large puts leave the request path
+ * (test_burst_puts). */
+static bool ucx_puts_stream(void)
+{
+    void (*version)(unsigned *, unsigned *, unsigned *) =
+        (void (*)(unsigned *, unsigned *, unsigned *))dlsym(RTLD_DEFAULT, "ucp_get_version");
+    unsigned major = 0, minor = 0, release = 0;
+    if (version)
+        version(&major, &minor, &release);
+    return major > 1 || (major == 1 && minor >= 20);
+}
+
 /* remote_small_requests of the last run, and the requests that left in
  * batches during it (a process-wide counter: the change). */
 static uint64_t last_small, last_batched, batched_total;
 /* Off for the run with onesided_remote_batch_bytes=0. */
 static bool batches_on = true;
+/* Off for the runs that bound puts by request below 20000 bytes. */
+static bool put_bound_default = true;
 
 static void run(int flavor, MPI_Info info, bool path_on)
 {
@@ -455,6 +539,15 @@ static void run(int flavor, MPI_Info info, bool path_on)
     test_sync_sends_held(tw.win, (int64_t *)tw.base);
     test_fence_all(tw.win, (int64_t *)tw.base);
     test_pscw_gets(tw.win, (int64_t *)tw.base);
+    test_burst_puts(tw.win, tw.base);
+    const uint64_t burst = t_stat(tw.win, ONESIDED_STAT_REMOTE_BURST_PUTS);
+    if (expect_tcp && path_on && put_bound_default && ucx_puts_stream())
+        CHECK(burst > 0, "%s: no put of a burst went by UCX's put over TCP",
+              flavor_name[flavor]);
+    if (!expect_tcp || !path_on || !ucx_puts_stream())
+        CHECK(burst == 0, "%s: %llu puts of bursts by UCX's put (%s)", flavor_name[flavor],
+              (unsigned long long)burst,
+              !expect_tcp ? "off TCP" : !path_on ? "with the path off" : "on UCX before 1.20");
     const uint64_t small = t_stat(tw.win, ONESIDED_STAT_REMOTE_SMALL_REQUESTS);
     last_small = small;
     const uint64_t aggregated = t_stat(tw.win, ONESIDED_STAT_REQUESTS_AGGREGATED);
@@ -531,7 +624,9 @@ int main(int argc, char **argv)
      * smaller of the two bounds). Were the default still 8192 they would
      * be equal; without the chunks, those puts would take UCX's path:
      * fewer. */
+    put_bound_default = false;
     run_with("onesided_remote_request_max", "8192", true);
+    put_bound_default = true;
     if (expect_tcp)
         CHECK(last_small > small_default,
               "%llu requests under the default bound, %llu under 8192: expected more "
@@ -554,7 +649,9 @@ int main(int argc, char **argv)
     /* Puts as requests up to 8192 bytes, larger ones by UCX's put, whole:
      * the bursts' 8193- and 20000-byte puts leave the request path (under
      * the default they are one request each). */
+    put_bound_default = false;
     run_with("onesided_remote_put_request_max", "8192", true);
+    put_bound_default = true;
     if (expect_tcp)
         CHECK(last_small < small_default,
               "%llu requests under the default, %llu with puts above 8192 bytes by UCX: "
