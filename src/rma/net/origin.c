@@ -163,10 +163,11 @@ static size_t put_request_max(const os_win_t *w)
  * the target's thread and answered by a message of its own, where UCX's
  * put (on UCX 1.20 over TCP) lands from the socket into the window: bursts
  * of 32 KB puts across two hosts ran at 0.80-0.86 of MPICH 5.0.2's rate by
- * request, 0.93-1.00 with this (rma_sweep, 2 jobs each, every epoch kind);
- * one put with its flush keeps the request's single round trip (0.76-0.84
+ * request, 0.93-1.02 with this (rma_sweep, 3 jobs each, every epoch kind);
+ * one put with its flush keeps the request's single round trip (0.76-0.85
  * of MPICH's time either way). Below it held requests batch (request.c):
- * bursts of 4 KB puts ran at 2x. */
+ * bursts of 4 KB puts ran at 2x. Not MPI_Rput: by UCX's put its request
+ * would complete only with a flush of the whole target. */
 enum { BURST_PUT_MIN = 16384 };
 
 static bool transfer_by_request(os_win_t *w, const os_rma_op_t *op)
@@ -176,7 +177,8 @@ static bool transfer_by_request(os_win_t *w, const os_rma_op_t *op)
         (op->kind == OS_RMA_GET && bytes > get_request_max(w, op)) ||
         (op->kind == OS_RMA_PUT && bytes > put_request_max(w)))
         return false;
-    if (op->kind == OS_RMA_PUT && bytes >= BURST_PUT_MIN && os_ucx_tcp_puts_stream() &&
+    if (op->kind == OS_RMA_PUT && bytes >= BURST_PUT_MIN && !op->request &&
+        os_ucx_tcp_puts_stream() &&
         atomic_load_explicit(&w->acks[op->target], memory_order_relaxed) > 0) {
         OS_STAT(w, REMOTE_BURST_PUTS, 1);
         return false;
