@@ -486,11 +486,26 @@ mapped_target(const os_win_t *w, os_rma_kind_t kind, int target, MPI_Aint tdisp,
     return p->ucx_map + off;
 }
 
-/* Accumulates of the mapped path (puts and gets: mapped_fast): on a
- * window with direct accumulates, into memory without the accumulate
- * mutex, and none of this origin's accumulates still on their way as
- * requests, which must apply first (same-origin ordering). They are this
- * CPU's atomics, as the network path's would be (direct_acc,
+/* Where this process applies an accumulate-kind call itself, with its CPU
+ * atomics, on target's memory that UCX maps here (mapped_target's answer),
+ * or NULL: on a window with direct accumulates, into memory without the
+ * accumulate mutex, and none of this origin's accumulates still on their
+ * way as requests, which must apply first (same-origin ordering). The
+ * checks of mapped_acc and of the two accumulate leaves, which add their
+ * own (the element's alignment; the leaves take only how == FAST_NOW). */
+static inline __attribute__((always_inline)) char *
+mapped_acc_target(const os_win_t *w, os_rma_kind_t kind, int target, MPI_Aint tdisp,
+                  size_t bytes, bool request, fast_epoch_t *how)
+{
+    const os_peer_t *p = &w->peers[target];
+    if (!p->ucx_map || !w->cfg.acc_direct || p->acc_mutex_always ||
+        atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0)
+        return NULL;
+    return mapped_target(w, kind, target, tdisp, bytes, request, how);
+}
+
+/* Accumulates of the mapped path (puts and gets: mapped_fast), where
+ * mapped_acc_target allows. They are this CPU's atomics, as the network path's would be (direct_acc,
  * acc_in_place), in bulk or inside the handshake where every process
  * joined it (acc_host: net/window.c). Same arguments and contract as
  * mapped_fast. */
@@ -499,14 +514,11 @@ mapped_acc(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dtype_t *t, si
            int target, MPI_Aint tdisp, const void *origin, const void *compare, void *result,
            bool request)
 {
-    const os_peer_t *p = &w->peers[target];
     const bool fetch = kind >= OS_RMA_GET_ACC;
     const size_t e = t->basic_size, bytes = count * e; /* os_rma_fast checked it */
     fast_epoch_t how;
-    char *local = mapped_target(w, kind, target, tdisp, bytes, request, &how);
-    if (!local || !w->cfg.acc_direct || p->acc_mutex_always ||
-        atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0 ||
-        t->basic == OS_B_NONE || !os_op_valid(rop, (os_class_t)t->cls) ||
+    char *local = mapped_acc_target(w, kind, target, tdisp, bytes, request, &how);
+    if (!local || t->basic == OS_B_NONE || !os_op_valid(rop, (os_class_t)t->cls) ||
         !os_reduce_atomic_ok(e, local))
         return false;
 
@@ -810,14 +822,10 @@ bool os_rma_fast_word(os_win_t *w, os_rma_kind_t kind, os_op_t rop, const os_dty
     const os_peer_t *p = &w->peers[target];
     const bool remote = p->access == OS_PEER_REMOTE;
     if (remote) {
-        /* mapped_acc's checks: memory UCX maps here, direct accumulates, no
-         * accumulate mutex, none of this origin's accumulates still on
-         * their way as requests (same-origin ordering); and an epoch that
-         * grants access now (the first operation of a PSCW epoch, which
-         * waits for the post, goes through mapped_acc). */
-        if (!p->ucx_map || !w->cfg.acc_direct || p->acc_mutex_always ||
-            atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0 ||
-            !(taddr = mapped_target(w, kind, target, tdisp, 8, request, &how)) ||
+        /* mapped_acc's checks, in an epoch that grants access now (the
+         * first operation of a PSCW epoch, which waits for the post, goes
+         * through mapped_acc). */
+        if (!(taddr = mapped_acc_target(w, kind, target, tdisp, 8, request, &how)) ||
             how != FAST_NOW || ((uintptr_t)taddr & 7))
             goto general;
     } else {
@@ -976,13 +984,11 @@ bool os_rma_fast_acc(os_win_t *w, os_op_t rop, const os_dtype_t *t, size_t count
     const bool remote = p->access == OS_PEER_REMOTE;
     char *taddr;
     if (remote) {
-        /* mapped_acc's checks, in its order (os_rma_fast_word's comment). */
+        /* mapped_acc's checks, as os_rma_fast_word makes them. */
         fast_epoch_t how;
-        if (!p->ucx_map ||
-            !(taddr = mapped_target(w, OS_RMA_ACC, target, tdisp, bytes, request, &how)) ||
-            how != FAST_NOW || !w->cfg.acc_direct || p->acc_mutex_always ||
-            atomic_load_explicit(&w->acks[target], memory_order_acquire) > 0 ||
-            !os_op_valid(rop, (os_class_t)t->cls) || !os_reduce_atomic_ok(e, taddr))
+        if (!(taddr = mapped_acc_target(w, OS_RMA_ACC, target, tdisp, bytes, request, &how)) ||
+            how != FAST_NOW || !os_op_valid(rop, (os_class_t)t->cls) ||
+            !os_reduce_atomic_ok(e, taddr))
             goto general;
     } else {
         if (p->access != OS_PEER_DIRECT || fast_epoch(w, target, request) != FAST_NOW ||
