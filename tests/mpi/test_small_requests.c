@@ -42,7 +42,7 @@
  *    burst of gets; with --expect tcp some requests left in batches
  *    (requests_aggregated), and none under onesided_remote_batch_bytes=0
  *    or with --expect none;
- *  - bursts of 20000-byte puts in lock_all, fence and PSCW epochs, read
+ *  - bursts of 20000-byte puts in lock_all, fence, PSCW and lock epochs, read
  *    by the target right after the epoch: behind the first, unanswered,
  *    the others go by UCX's put (remote_burst_puts, UCX 1.20 and later),
  *    and every completion waits for both kinds;
@@ -441,7 +441,8 @@ static void test_pscw_gets(MPI_Win win, int64_t *base)
 /* A burst of puts of at least 16 KiB (net/origin.c, BURST_PUT_MIN): the
  * first goes as a request, those behind it while it is unanswered by
  * UCX's put (on UCX 1.20 and later). In a lock_all epoch with its flush, a
- * fence epoch and a PSCW epoch, each completion must wait for both kinds:
+ * fence epoch, a PSCW epoch and an exclusive lock epoch ended by the unlock
+ * alone, each completion must wait for both kinds:
  * the target reads every byte right after the epoch's end (for PSCW,
  * MPI_Win_wait: a complete that overtook the UCX puts would leave some
  * missing). */
@@ -454,7 +455,7 @@ static void test_burst_puts(MPI_Win win, char *base)
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     MPI_Group_incl(world, 1, &peer, &to);
     MPI_Group_incl(world, 1, &from, &by);
-    for (int epoch = 0; epoch < 3; epoch++) {
+    for (int epoch = 0; epoch < 4; epoch++) {
         const int salt = 40 + epoch;
         for (int i = 0; i < PUT * PUTS; i++)
             src[i] = (char)pattern(t_rank, i, salt);
@@ -466,6 +467,8 @@ static void test_burst_puts(MPI_Win win, char *base)
             MPI_Win_lock_all(0, win);
         else if (epoch == 1)
             MPI_Win_fence(0, win);
+        else if (epoch == 3)
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, peer, 0, win);
         else {
             MPI_Win_post(by, 0, win);
             MPI_Win_start(to, 0, win);
@@ -478,6 +481,9 @@ static void test_burst_puts(MPI_Win win, char *base)
             MPI_Barrier(MPI_COMM_WORLD);
         } else if (epoch == 1) {
             MPI_Win_fence(0, win);
+        } else if (epoch == 3) {
+            MPI_Win_unlock(peer, win);
+            MPI_Barrier(MPI_COMM_WORLD);
         } else {
             MPI_Win_complete(win);
             MPI_Win_wait(win);
@@ -489,7 +495,8 @@ static void test_burst_puts(MPI_Win win, char *base)
                 bad = i;
         MPI_Win_unlock(t_rank, win);
         CHECK(bad < 0, "burst of %d-byte puts (%s epoch): byte %d wrong", PUT,
-              epoch == 0 ? "lock_all" : epoch == 1 ? "fence" : "PSCW", bad);
+              epoch == 0 ? "lock_all" : epoch == 1 ? "fence" : epoch == 2 ? "PSCW" : "lock",
+              bad);
         if (epoch == 1)
             MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
         MPI_Barrier(MPI_COMM_WORLD);
